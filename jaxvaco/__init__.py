@@ -1,0 +1,24 @@
+"""jaxvaco: fully jitted on-policy RL in JAX for studying and beating policy lag.
+
+Entry points: `TrainConfig` (typed configuration), `make_train` (pure jitted functions),
+`run` (the host loop that trains, evaluates and writes results).
+"""
+
+from jaxvaco.config import ConfigError, TrainConfig
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name == "make_train":
+        from jaxvaco.train import make_train
+
+        return make_train
+    if name == "run":
+        from jaxvaco.runner import run
+
+        return run
+    raise AttributeError(name)
+
+
+__all__ = ["ConfigError", "TrainConfig", "make_train", "run", "__version__"]

@@ -1,0 +1,120 @@
+"""What every algorithm shares: the batch layout, the algorithm record, the total loss.
+
+An algorithm is a small record: which per-iteration advantage estimate it uses, whether
+it needs the learner's π_T over the batch, and a pure policy-loss function with one
+signature,
+
+    policy_loss(logp, advantages, batch, hp, algo_state) -> (loss, metrics)
+
+where `logp` = log π_θ(a|s) of the parameters being optimised. The value loss and the
+entropy bonus are common to all:
+
+    L = L_pg + c_v·½·mean((V_θ(s) − v_t)²) − c_e·mean(H[π_θ(·|s)])
+
+(the ½ is the CleanRL/PureJaxRL convention; spec §3's c_v absorbs it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxvaco.estimators import vtrace
+from jaxvaco.hparams import Hyperparams
+
+
+@struct.dataclass
+class Batch:
+    """One iteration's data, every field [T, N, ...] (a minibatch is [T, N/M, ...])."""
+
+    obs: jax.Array  # observations the actors acted on (normalised if enabled)
+    actions: jax.Array
+    logp_behavior: jax.Array  # log β(a|s), recorded at collection time
+    values: jax.Array  # V_β(s), recorded at collection time
+    next_values: jax.Array  # V_β(s'), s' the observation after the step (pre-reset)
+    rewards: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    final_obs: jax.Array  # s'
+    logp_learner: jax.Array  # log π_T(a|s) of the learner at the iteration's start
+    advantages: jax.Array  # per-iteration estimate (frozen for the epochs)
+    targets: jax.Array  # per-iteration value targets
+
+
+PolicyLoss = Callable[
+    [jax.Array, jax.Array, Batch, Hyperparams, dict], tuple[jax.Array, dict[str, jax.Array]]
+]
+
+
+class Algorithm(NamedTuple):
+    name: str
+    advantages: str
+    """Per-iteration estimate: "gae" (recorded values), "values" (GAE with V_T) or "vtrace"
+    (V-trace with π_T and V_T)."""
+    uses_learner_logp: bool
+    """True when the loss reads `batch.logp_learner` (π_T over the whole batch)."""
+    policy_loss: PolicyLoss
+    recompute_vtrace: bool = False
+    """IMPALA: recompute V-trace with the current π_θ and V_θ at every minibatch."""
+    init_state: Callable[[Hyperparams], dict] = lambda hp: {}
+    update_state: Callable[[dict, dict, Hyperparams], dict] = lambda state, metrics, hp: state
+
+
+def normalize_advantages(advantages: jax.Array) -> jax.Array:
+    """(Â − mean Â) / (std Â + 1e-8) over the minibatch."""
+    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+
+def half_abs_deviation(log_ratio: jax.Array) -> jax.Array:
+    """Per-sample TV estimate ½·|r − 1| with r = exp(log_ratio)."""
+    return 0.5 * jnp.abs(jnp.exp(log_ratio) - 1.0)
+
+
+def removed_gradient(ratio: jax.Array, advantages: jax.Array, band_exceeded: jax.Array):
+    """Samples whose gradient a trust-region rule drops: outside the band and moving away.
+
+    The gradient of r·Â pushes r further from 1 exactly when Â·(r − 1) > 0.
+    """
+    return band_exceeded & (advantages * (ratio - 1.0) > 0)
+
+
+def total_loss(
+    params: Any,
+    apply_fn: Callable,
+    batch: Batch,
+    hp: Hyperparams,
+    algo_state: dict,
+    algo: Algorithm,
+    norm_adv: bool,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The loss of one minibatch and its metrics."""
+    pi, values = apply_fn(params, batch.obs)
+    logp = pi.log_prob(batch.actions)
+    advantages, targets = batch.advantages, batch.targets
+    if algo.recompute_vtrace:
+        next_values = apply_fn(params, batch.final_obs, method="value")
+        advantages, targets = vtrace(
+            batch.rewards, jax.lax.stop_gradient(values), jax.lax.stop_gradient(next_values),
+            batch.terminated, batch.truncated,
+            jax.lax.stop_gradient(logp) - batch.logp_behavior,
+            hp.gamma, hp.gae_lambda, hp.rho_bar, hp.c_bar,
+        )
+    if norm_adv:
+        advantages = normalize_advantages(advantages)
+    pg_loss, metrics = algo.policy_loss(logp, advantages, batch, hp, algo_state)
+    value_loss = 0.5 * jnp.mean((values - targets) ** 2)
+    entropy = pi.entropy().mean()
+    loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
+    approx_kl = jnp.mean((jnp.exp(batch.logp_behavior - logp) - 1) - (batch.logp_behavior - logp))
+    metrics = {
+        **metrics,
+        "loss/policy": pg_loss,
+        "loss/value": value_loss,
+        "loss/entropy": entropy,
+        "loss/approx_kl": approx_kl,
+    }
+    return loss, metrics

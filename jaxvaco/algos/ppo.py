@@ -1,0 +1,50 @@
+"""PPO-clip (Schulman et al. 2017) with a choice of anchor (spec §3).
+
+    r = π_θ(a|s) / anchor(a|s)
+    L_pg = −mean(w · min(r·Â, clip(r, 1 − ε, 1 + ε)·Â))
+
+- anchor "behavior" [standard]: anchor = β, the logged log-probs; w = 1.
+- anchor "learner" [Hilton et al. 2021, decoupled PPO]: anchor = π_T, the learner at the
+  start of the iteration, and w = min(ρ̄, π_T/β) corrects for the behaviour policy.
+
+`filter/fraction` is the fraction of samples whose gradient the clip removes.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxvaco.algos.common import Algorithm, Batch, removed_gradient
+from jaxvaco.config import TrainConfig
+from jaxvaco.hparams import Hyperparams
+
+
+def clipped_surrogate(
+    logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Array, clip_coef: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """Per-sample −min(r·Â, clip(r)·Â) and whether the clip removed its gradient."""
+    ratio = jnp.exp(logp - logp_anchor)
+    surrogate = jnp.minimum(ratio * advantages,
+                            jnp.clip(ratio, 1.0 - clip_coef, 1.0 + clip_coef) * advantages)
+    clipped = removed_gradient(ratio, advantages, jnp.abs(ratio - 1.0) > clip_coef)
+    return -surrogate, clipped
+
+
+def make(config: TrainConfig) -> Algorithm:
+    anchor_is_learner = config.ppo.anchor == "learner"
+
+    def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state):
+        anchor = batch.logp_learner if anchor_is_learner else batch.logp_behavior
+        per_sample, clipped = clipped_surrogate(logp, anchor, advantages, hp.clip_coef)
+        if anchor_is_learner:
+            weight = jnp.minimum(hp.rho_bar, jnp.exp(batch.logp_learner - batch.logp_behavior))
+            per_sample = jax.lax.stop_gradient(weight) * per_sample
+        return per_sample.mean(), {"filter/fraction": clipped.mean()}
+
+    return Algorithm(
+        name="ppo",
+        advantages=config.ppo.advantages,
+        uses_learner_logp=anchor_is_learner,
+        policy_loss=policy_loss,
+    )

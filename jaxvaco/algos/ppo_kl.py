@@ -1,0 +1,61 @@
+"""PPO with a KL penalty instead of the clip (Schulman et al. 2017, §4).
+
+    r = π_θ(a|s) / β(a|s)
+    L_pg = −mean(r·Â) + c_kl·KL̂(β‖π_θ),   KL̂ = mean((r − 1) − log r)
+
+KL̂ is the unbiased, non-negative "k3" estimator from samples a ~ β: only log β(a|s) of
+the taken action is logged, so the exact KL over all actions is not available.
+Adaptive c_kl (spec §3): after each iteration, with d the target and KL the iteration's
+mean estimate, c_kl ← c_kl/2 if KL < d/1.5 and c_kl ← 2·c_kl if KL > 1.5·d.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxvaco.algos.common import Algorithm, Batch
+from jaxvaco.config import TrainConfig
+from jaxvaco.hparams import Hyperparams
+
+
+def kl_penalized_surrogate(
+    logp: jax.Array, logp_behavior: jax.Array, advantages: jax.Array, kl_coef: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """(−mean(r·Â) + c_kl·KL̂, KL̂)."""
+    log_ratio = logp - logp_behavior
+    ratio = jnp.exp(log_ratio)
+    kl = jnp.mean((ratio - 1.0) - log_ratio)
+    return -jnp.mean(ratio * advantages) + kl_coef * kl, kl
+
+
+def adapt_kl_coef(kl_coef: jax.Array, kl: jax.Array, target_kl: jax.Array) -> jax.Array:
+    """Halve below d/1.5, double above 1.5·d, keep otherwise."""
+    return jnp.where(kl < target_kl / 1.5, kl_coef / 2,
+                     jnp.where(kl > 1.5 * target_kl, kl_coef * 2, kl_coef))
+
+
+def make(config: TrainConfig) -> Algorithm:
+    initial_coef = config.ppo_kl.kl_coef
+    adaptive = config.ppo_kl.adaptive
+
+    def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state):
+        loss, kl = kl_penalized_surrogate(logp, batch.logp_behavior, advantages,
+                                          algo_state["kl_coef"])
+        return loss, {"kl/estimate": kl, "kl/coef": algo_state["kl_coef"],
+                      "filter/fraction": jnp.zeros(())}
+
+    def update_state(algo_state, metrics, hp: Hyperparams):
+        if not adaptive:
+            return algo_state
+        return {"kl_coef": adapt_kl_coef(algo_state["kl_coef"], metrics["kl/estimate"],
+                                         hp.target_kl)}
+
+    return Algorithm(
+        name="ppo_kl",
+        advantages="gae",
+        uses_learner_logp=False,
+        policy_loss=policy_loss,
+        init_state=lambda hp: {"kl_coef": jnp.asarray(initial_coef, jnp.float32)},
+        update_state=update_state,
+    )

@@ -1,0 +1,37 @@
+"""Simple Policy Optimization (Xie et al. 2024): a quadratic penalty instead of the clip.
+
+    r = π_θ(a|s) / β(a|s)
+    L_pg = −mean(r·Â − |Â|/(2ε)·(r − 1)²)
+
+The per-sample objective is maximised at r = 1 + ε·sign(Â), so the ratio is pulled back
+toward the ε band without zeroing any gradient.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxvaco.algos.common import Algorithm, Batch
+from jaxvaco.config import TrainConfig
+from jaxvaco.hparams import Hyperparams
+
+
+def spo_surrogate(
+    logp: jax.Array, logp_behavior: jax.Array, advantages: jax.Array, clip_coef: jax.Array
+) -> jax.Array:
+    """−mean(r·Â − |Â|/(2ε)·(r − 1)²)."""
+    ratio = jnp.exp(logp - logp_behavior)
+    penalty = jnp.abs(advantages) / (2.0 * clip_coef) * (ratio - 1.0) ** 2
+    return -jnp.mean(ratio * advantages - penalty)
+
+
+def make(config: TrainConfig) -> Algorithm:
+    def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state):
+        outside = jnp.abs(jnp.exp(logp - batch.logp_behavior) - 1.0) > hp.clip_coef
+        return spo_surrogate(logp, batch.logp_behavior, advantages, hp.clip_coef), {
+            "filter/fraction": outside.mean()}
+
+    return Algorithm(name="spo", advantages="gae", uses_learner_logp=False,
+                     policy_loss=policy_loss)
+

@@ -1,0 +1,271 @@
+"""Typed, validated configuration for every jaxvaco run.
+
+The dataclasses here are the single source of truth for the CLI (tyro turns each field
+into a flag: `--num-envs`, `--lag.max-delay`, `--vaco.delta`, ...) and for the Python
+API. `validate(config)` runs before anything is compiled and raises `ConfigError` with
+a message that says what to change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Literal
+
+ALGOS = ("ppo", "ppo_kl", "spo", "impala", "vaco")
+
+Advantages = Literal["gae", "values", "vtrace"]
+
+
+class ConfigError(ValueError):
+    """An impossible or inconsistent setting, caught before compiling."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LagConfig:
+    """Simulated policy lag (spec §1.1, [ours]).
+
+    The N envs are split into `num_groups` actor groups; in iteration T group g acts with
+    the learner's parameters from k_g(T) iterations ago, clamped at θ_0.
+    """
+
+    max_delay: int = 0
+    """K: the largest delay in learner iterations (0 = synchronous on-policy training)."""
+    mode: Literal["fixed", "uniform", "spread"] = "fixed"
+    """fixed: k_g = K; uniform: k_g(T) ~ U{0..K} per group and iteration;
+    spread: group g always lags round(g·K/(G−1))."""
+    num_groups: int = 1
+    """G: actor groups; must divide --num-envs."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    """Options of `ppo` (spec §3)."""
+
+    anchor: Literal["behavior", "learner"] = "behavior"
+    """behavior: r = π_θ/β (logged log-probs); learner: r = π_θ/π_T and the loss is weighted
+    by min(rho_bar, π_T/β) (decoupled PPO, Hilton et al. 2021)."""
+    advantages: Advantages = "gae"
+    """gae: GAE from the recorded values; values: GAE recomputed with the learner's critic V_T;
+    vtrace: V-trace with π_T and V_T."""
+    rho_bar: float = 1.0
+    """Truncation of the decoupled weight and of V-trace's ρ."""
+    c_bar: float = 1.0
+    """Truncation of V-trace's trace coefficient c."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOKLConfig:
+    """Options of `ppo_kl`: −E[r Â] + c_kl·KL(β‖π_θ) (Schulman et al. 2017)."""
+
+    kl_coef: float = 1.0
+    """Initial (or fixed) KL penalty coefficient c_kl."""
+    target_kl: float = 0.01
+    """d: adaptive mode halves c_kl when KL < d/1.5 and doubles it when KL > 1.5·d."""
+    adaptive: bool = True
+    """False keeps c_kl fixed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class VtraceConfig:
+    """V-trace truncation levels for `impala` (spec §2)."""
+
+    rho_bar: float = 1.0
+    c_bar: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class VacoConfig:
+    """Options of `vaco` (spec §3.1). Which parts are [paper] and which [ours] is stated
+    in `jaxvaco.algos.vaco`."""
+
+    delta: float = 0.2
+    """δ: TV threshold of the filter."""
+    filter: Literal["batch", "sample", "none"] = "batch"
+    """batch: filter when the minibatch TV estimate D ≥ δ; sample: when ½|r_i − 1| ≥ δ;
+    none: keep every sample (align only)."""
+    align: Advantages = "vtrace"
+    """vtrace: V-trace with π_T and V_T once per iteration; values: GAE with V_T (no IS);
+    gae: GAE from the recorded values (filter only)."""
+    anchor: Literal["learner", "behavior"] = "learner"
+    """Denominator of r: π_T (learner) or β (behavior)."""
+    rho_bar: float = 1.0
+    c_bar: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+    """Periodic evaluation, logged apart from training returns."""
+
+    every_chunks: int = 5
+    """Evaluate every this many chunks (and at the end); 0 = only at the end."""
+    num_episodes: int = 16
+    """Episodes per evaluation, run in parallel, each mode (greedy and stochastic)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """One training run (or S seeds of it in one program)."""
+
+    env: str = "CartPole-v1"
+    """A gymnax id (CartPole-v1, Acrobot-v1, Breakout-MinAtar, ...) or a Brax name
+    (inverted_pendulum, ant, ...)."""
+    algo: str = "ppo"
+    """One of ppo, ppo_kl, spo, impala, vaco."""
+    seed: int = 0
+    """Seed of the first run; run i uses seed + i."""
+    num_seeds: int = 1
+    """S: independent runs vmapped in one program."""
+    num_envs: int = 32
+    """N: parallel environments per seed."""
+    num_steps: int = 128
+    """L: rollout length per iteration."""
+    total_timesteps: int = 300_000
+    """Env steps per seed; iterations = total // (N·L)."""
+    update_epochs: int = 4
+    """E: passes over each batch."""
+    num_minibatches: int = 4
+    """M: minibatches per epoch; each holds whole trajectories (N/M envs × L steps)."""
+    learning_rate: float = 2.5e-4
+    anneal_lr: bool = True
+    """Linearly anneal the learning rate to 0 over training."""
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_coef: float = 0.2
+    """ε of PPO's clip and of SPO's penalty."""
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Widths of the actor and of the critic MLP."""
+    activation: Literal["tanh", "relu"] = "tanh"
+    normalize_obs: bool = False
+    """Running observation normalisation (statistics updated once per iteration)."""
+    brax_backend: str = "positional"
+    """Physics backend for Brax environments."""
+    chunk_iterations: int = 0
+    """Iterations per compiled chunk; 0 picks about 20 chunks per run."""
+    run_name: str = ""
+    """Folder name under --results-dir; empty = <env>__<algo>__<timestamp>."""
+    results_dir: str = "results"
+    progress: bool = True
+    """Show a progress bar."""
+    lag: LagConfig = LagConfig()
+    ppo: PPOConfig = PPOConfig()
+    ppo_kl: PPOKLConfig = PPOKLConfig()
+    impala: VtraceConfig = VtraceConfig()
+    vaco: VacoConfig = VacoConfig()
+    eval: EvalConfig = EvalConfig()
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+    @property
+    def updates_per_iteration(self) -> int:
+        return self.update_epochs * self.num_minibatches
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+def _validate_positive(config: TrainConfig) -> None:
+    for name in ("num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs",
+                 "num_minibatches"):
+        value = getattr(config, name)
+        _require(value > 0, f"--{name.replace('_', '-')} must be positive, got {value}.")
+    for name in ("learning_rate", "max_grad_norm", "clip_coef"):
+        value = getattr(config, name)
+        _require(value > 0, f"--{name.replace('_', '-')} must be > 0, got {value}.")
+    _require(0 < config.gamma <= 1, f"--gamma must be in (0, 1], got {config.gamma}.")
+    _require(0 <= config.gae_lambda <= 1,
+             f"--gae-lambda must be in [0, 1], got {config.gae_lambda}.")
+    _require(all(h > 0 for h in config.hidden_sizes) and len(config.hidden_sizes) > 0,
+             f"--hidden-sizes must be positive widths, got {config.hidden_sizes}.")
+
+
+def _validate_shapes(config: TrainConfig) -> None:
+    _require(config.num_envs % config.num_minibatches == 0,
+             f"--num-minibatches {config.num_minibatches} must divide --num-envs "
+             f"{config.num_envs}: minibatches hold whole trajectories. Try --num-minibatches "
+             f"{_nearest_divisor(config.num_envs, config.num_minibatches)}.")
+    _require(config.num_iterations >= 1,
+             f"--total-timesteps {config.total_timesteps} is less than one batch "
+             f"(--num-envs × --num-steps = {config.batch_size}); raise it.")
+    _require(config.chunk_iterations >= 0, "--chunk-iterations must be >= 0 (0 = automatic).")
+
+
+def _validate_lag(config: TrainConfig) -> None:
+    lag = config.lag
+    _require(lag.max_delay >= 0, f"--lag.max-delay must be >= 0, got {lag.max_delay}.")
+    _require(lag.num_groups >= 1, f"--lag.num-groups must be >= 1, got {lag.num_groups}.")
+    _require(config.num_envs % lag.num_groups == 0,
+             f"--lag.num-groups {lag.num_groups} must divide --num-envs {config.num_envs}.")
+    _require(lag.mode != "spread" or lag.num_groups >= 2 or lag.max_delay == 0,
+             "--lag.mode spread needs --lag.num-groups >= 2 (group g lags g·K/(G−1)).")
+
+
+def _validate_algo(config: TrainConfig) -> None:
+    if config.algo not in ALGOS:
+        close = difflib.get_close_matches(config.algo, ALGOS, n=3, cutoff=0.3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(f"Unknown --algo {config.algo!r}.{hint} Choose one of {', '.join(ALGOS)}.")
+    _require(config.vaco.delta > 0, f"--vaco.delta must be > 0, got {config.vaco.delta}.")
+    for group in ("ppo", "impala", "vaco"):
+        sub = getattr(config, group)
+        _require(sub.rho_bar > 0 and sub.c_bar > 0,
+                 f"--{group}.rho-bar and --{group}.c-bar must be > 0.")
+    _require(config.ppo_kl.kl_coef >= 0 and config.ppo_kl.target_kl > 0,
+             "--ppo-kl.kl-coef must be >= 0 and --ppo-kl.target-kl > 0.")
+
+
+def _validate_env(config: TrainConfig) -> None:
+    from jaxvaco.envs import UnknownEnvError, env_spec
+
+    try:
+        env_spec(config.env, brax_backend=config.brax_backend)
+    except UnknownEnvError as error:
+        raise ConfigError(str(error)) from None
+
+
+def _nearest_divisor(n: int, target: int) -> int:
+    divisors = [d for d in range(1, n + 1) if n % d == 0]
+    return min(divisors, key=lambda d: abs(d - target))
+
+
+def validate(config: TrainConfig) -> TrainConfig:
+    """Check every setting; raise ConfigError naming the option to change. Returns config."""
+    _validate_positive(config)
+    _validate_shapes(config)
+    _validate_lag(config)
+    _validate_algo(config)
+    _validate_env(config)
+    return config
+
+
+def to_dict(config: TrainConfig) -> dict:
+    """JSON-ready nested dict of the config."""
+    return dataclasses.asdict(config)
+
+
+def from_dict(data: dict) -> TrainConfig:
+    """Inverse of to_dict (used by resume and by experiment scripts)."""
+    nested = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
+    kwargs = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            sub_cls = type(getattr(TrainConfig(), key))
+            kwargs[key] = sub_cls(**value)
+        elif key == "hidden_sizes":
+            kwargs[key] = tuple(value)
+        elif key in nested:
+            kwargs[key] = value
+    return TrainConfig(**kwargs)

@@ -1,0 +1,87 @@
+"""Environment adapters: one batched, auto-resetting, jittable interface for gymnax and brax.
+
+Names are gymnax ids (``CartPole-v1``, ``Breakout-MinAtar``, ...) and brax names (``ant``,
+``inverted_pendulum``, ...), the latter also accepted as ``brax/<name>``. Brax is imported only
+when a brax environment is requested.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import gymnax
+
+from jaxvaco.envs.base import EnvSpec, StepResult, VecEnv, VecEnvState
+from jaxvaco.envs.brax_env import (
+    BRAX_ENV_NAMES,
+    DEFAULT_BRAX_BACKEND,
+    BraxVecEnv,
+    brax_spec,
+    registered_brax_envs,
+)
+from jaxvaco.envs.gymnax_env import GymnaxVecEnv, gymnax_spec
+
+__all__ = [
+    "EnvSpec",
+    "StepResult",
+    "UnknownEnvError",
+    "VecEnv",
+    "VecEnvState",
+    "available_envs",
+    "env_spec",
+    "make_env",
+]
+
+BRAX_PREFIX = "brax/"
+
+
+class UnknownEnvError(ValueError):
+    """Raised for an environment name that neither gymnax nor brax knows."""
+
+
+def available_envs() -> list[str]:
+    """All accepted environment names: gymnax ids, then brax names (without prefix)."""
+    return list(gymnax.registered_envs) + list(BRAX_ENV_NAMES)
+
+
+def _unknown(name: str) -> UnknownEnvError:
+    """Build the error for ``name``, suggesting close matches (case-insensitive)."""
+    by_lower = {known.lower(): known for known in available_envs()}
+    query = name.removeprefix(BRAX_PREFIX).lower()
+    matches = [by_lower[m] for m in difflib.get_close_matches(query, by_lower, n=5, cutoff=0.6)]
+    hint = f" Did you mean: {', '.join(matches)}?" if matches else ""
+    return UnknownEnvError(
+        f"Unknown environment {name!r}.{hint} "
+        "Call jaxvaco.envs.available_envs() to list all names."
+    )
+
+
+def _resolve(name: str) -> tuple[str, str]:
+    """Map a user-facing name to ``(family, canonical name)`` or raise :class:`UnknownEnvError`."""
+    if name in gymnax.registered_envs:
+        return "gymnax", name
+    if name in BRAX_ENV_NAMES:
+        return "brax", name
+    bare = name.removeprefix(BRAX_PREFIX)
+    if name.startswith(BRAX_PREFIX) and bare in registered_brax_envs():
+        return "brax", bare
+    raise _unknown(name)
+
+
+def env_spec(name: str, brax_backend: str = DEFAULT_BRAX_BACKEND) -> EnvSpec:
+    """Static spec of environment ``name`` (shape inference only; no batch is built)."""
+    family, canonical = _resolve(name)
+    if family == "gymnax":
+        return gymnax_spec(canonical)
+    return brax_spec(canonical, brax_backend)
+
+
+def make_env(name: str, num_envs: int, brax_backend: str = DEFAULT_BRAX_BACKEND) -> VecEnv:
+    """Build ``num_envs`` batched, auto-resetting copies of environment ``name``.
+
+    ``brax_backend`` selects the brax physics pipeline and is ignored for gymnax environments.
+    """
+    family, canonical = _resolve(name)
+    if family == "gymnax":
+        return GymnaxVecEnv(canonical, num_envs)
+    return BraxVecEnv(canonical, num_envs, backend=brax_backend)

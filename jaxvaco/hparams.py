@@ -1,0 +1,58 @@
+"""Hyperparameters that change no array shape, held as pytree leaves.
+
+Keeping them as arrays (not Python constants baked into the compiled program) means a
+sweep over, say, the learning rate or VACO's δ can be `jax.vmap`ped like seeds: one XLA
+program for the whole sweep (the idea rejax popularised). Structural choices (algorithm,
+anchors, filter kind, network sizes, buffer length) stay static in `TrainConfig`.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from flax import struct
+
+from jaxvaco.config import TrainConfig
+
+
+@struct.dataclass
+class Hyperparams:
+    learning_rate: jnp.ndarray
+    gamma: jnp.ndarray
+    gae_lambda: jnp.ndarray
+    clip_coef: jnp.ndarray
+    ent_coef: jnp.ndarray
+    vf_coef: jnp.ndarray
+    max_grad_norm: jnp.ndarray
+    rho_bar: jnp.ndarray
+    """ρ̄ of the running algorithm's V-trace (and of decoupled PPO's weight)."""
+    c_bar: jnp.ndarray
+    delta: jnp.ndarray
+    """VACO's TV threshold δ."""
+    target_kl: jnp.ndarray
+    lag_delay: jnp.ndarray
+    """K (int32), at most config.lag.max_delay, which sizes the parameter ring buffer."""
+
+
+def _truncation(config: TrainConfig) -> tuple[float, float]:
+    group = {"ppo": config.ppo, "impala": config.impala, "vaco": config.vaco}.get(config.algo)
+    return (group.rho_bar, group.c_bar) if group is not None else (1.0, 1.0)
+
+
+def hyperparams_from_config(config: TrainConfig) -> Hyperparams:
+    """Scalar leaves for one run, read from the config."""
+    rho_bar, c_bar = _truncation(config)
+    f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+    return Hyperparams(
+        learning_rate=f32(config.learning_rate),
+        gamma=f32(config.gamma),
+        gae_lambda=f32(config.gae_lambda),
+        clip_coef=f32(config.clip_coef),
+        ent_coef=f32(config.ent_coef),
+        vf_coef=f32(config.vf_coef),
+        max_grad_norm=f32(config.max_grad_norm),
+        rho_bar=f32(rho_bar),
+        c_bar=f32(c_bar),
+        delta=f32(config.vaco.delta),
+        target_kl=f32(config.ppo_kl.target_kl),
+        lag_delay=jnp.asarray(config.lag.max_delay, jnp.int32),
+    )

@@ -1,0 +1,67 @@
+"""Progress bar and end-of-run summary table (rich), fed by the host loop only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
+from rich.table import Table
+
+from jaxvaco.config import TrainConfig
+
+
+def _nanmean(values: list) -> float:
+    finite = [v for v in values if v is not None]
+    return float(np.mean(finite)) if finite else float("nan")
+
+
+class Progress:
+    """A bar over env steps showing env-steps/s, mean training return, tv/total, filter."""
+
+    def __init__(self, config: TrainConfig, enabled: bool = True):
+        self.config = config
+        self.enabled = enabled
+        self._bar = RichProgress(
+            TextColumn(f"[bold]{config.algo}[/] {config.env}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            disable=not enabled,
+        )
+
+    def __enter__(self):
+        self._bar.__enter__()
+        self._task = self._bar.add_task("train", total=self.config.num_iterations * self.config.batch_size,
+                                        status="compiling...")
+        return self
+
+    def __exit__(self, *exc):
+        return self._bar.__exit__(*exc)
+
+    def update(self, rows: list[dict], info: dict) -> None:
+        status = (f"{info['sps']:>9,.0f} steps/s | return {_nanmean([r['episode/return'] for r in rows]):7.1f}"
+                  f" | tv/total {_nanmean([r['tv/total'] for r in rows]):.3f}"
+                  f" | filter {_nanmean([r['filter/fraction'] for r in rows]):.3f}")
+        self._bar.update(self._task, completed=info["env_steps"], status=status)
+
+
+def print_summary(config: TrainConfig, run_dir: Path, summary: dict) -> None:
+    table = Table(title=f"{config.algo} on {config.env}: {config.num_seeds} seed(s)")
+    table.add_column("seed", justify="right")
+    columns = [k for k in ("train_return", "eval/greedy_return", "eval/stochastic_return")
+               if k in summary]
+    for name in columns:
+        table.add_column(name, justify="right")
+    for s in range(config.num_seeds):
+        table.add_row(str(config.seed + s), *(f"{summary[k][s]:.1f}" for k in columns))
+    if config.num_seeds > 1:
+        table.add_row("mean", *(f"{np.nanmean(summary[k]):.1f}" for k in columns), style="bold")
+    console = Console()
+    console.print(table)
+    console.print(f"env steps per seed: {int(summary['env_steps'][0]):,}   "
+                  f"throughput (after compile): {float(summary['sps']):,.0f} env-steps/s   "
+                  f"results: {run_dir}")
