@@ -143,8 +143,9 @@ class TrainConfig:
     activation: Literal["tanh", "relu"] = "tanh"
     normalize_obs: bool = False
     """Running observation normalisation (statistics updated once per iteration)."""
-    brax_backend: str = "positional"
-    """Physics backend for Brax environments."""
+    brax_backend: str = "spring"
+    """Physics backend for Brax environments: spring (fastest on CPU), mjx, generalized,
+    positional."""
     chunk_iterations: int = 0
     """Iterations per compiled chunk; 0 picks about 20 chunks per run."""
     run_name: str = ""
@@ -217,7 +218,8 @@ def _validate_algo(config: TrainConfig) -> None:
     if config.algo not in ALGOS:
         close = difflib.get_close_matches(config.algo, ALGOS, n=3, cutoff=0.3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise ConfigError(f"Unknown --algo {config.algo!r}.{hint} Choose one of {', '.join(ALGOS)}.")
+        raise ConfigError(
+            f"Unknown --algo {config.algo!r}.{hint} Choose one of {', '.join(ALGOS)}.")
     _require(config.vaco.delta > 0, f"--vaco.delta must be > 0, got {config.vaco.delta}.")
     for group in ("ppo", "impala", "vaco"):
         sub = getattr(config, group)

@@ -35,17 +35,17 @@ class Progress:
 
     def __enter__(self):
         self._bar.__enter__()
-        self._task = self._bar.add_task("train", total=self.config.num_iterations * self.config.batch_size,
-                                        status="compiling...")
+        total = self.config.num_iterations * self.config.batch_size
+        self._task = self._bar.add_task("train", total=total, status="compiling...")
         return self
 
     def __exit__(self, *exc):
         return self._bar.__exit__(*exc)
 
     def update(self, rows: list[dict], info: dict) -> None:
-        status = (f"{info['sps']:>9,.0f} steps/s | return {_nanmean([r['episode/return'] for r in rows]):7.1f}"
-                  f" | tv/total {_nanmean([r['tv/total'] for r in rows]):.3f}"
-                  f" | filter {_nanmean([r['filter/fraction'] for r in rows]):.3f}")
+        mean = lambda name: _nanmean([row[name] for row in rows])  # noqa: E731
+        status = (f"{info['sps']:>9,.0f} steps/s | return {mean('episode/return'):7.1f}"
+                  f" | tv/total {mean('tv/total'):.3f} | filter {mean('filter/fraction'):.3f}")
         self._bar.update(self._task, completed=info["env_steps"], status=status)
 
 

@@ -109,7 +109,8 @@ def total_loss(
     value_loss = 0.5 * jnp.mean((values - targets) ** 2)
     entropy = pi.entropy().mean()
     loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
-    approx_kl = jnp.mean((jnp.exp(batch.logp_behavior - logp) - 1) - (batch.logp_behavior - logp))
+    log_ratio = logp - batch.logp_behavior  # k3 estimate of KL(β‖π_θ) from actions a ~ β
+    approx_kl = jnp.mean(jnp.expm1(log_ratio) - log_ratio)
     metrics = {
         **metrics,
         "loss/policy": pg_loss,

@@ -51,8 +51,7 @@ def _unknown(name: str) -> UnknownEnvError:
     matches = [by_lower[m] for m in difflib.get_close_matches(query, by_lower, n=5, cutoff=0.6)]
     hint = f" Did you mean: {', '.join(matches)}?" if matches else ""
     return UnknownEnvError(
-        f"Unknown environment {name!r}.{hint} "
-        "Call jaxvaco.envs.available_envs() to list all names."
+        f"Unknown environment {name!r}.{hint} Call jaxvaco.envs.available_envs() to list all names."
     )
 
 

@@ -1,0 +1,511 @@
+"""The policy losses, the total loss and the TV metric (spec §1.2, §3, §3.1).
+
+Every expected value is computed here in float64 NumPy from the spec's formulas, on
+random seeded inputs; gradients are compared with the analytic per-sample gradients.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import distrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxvaco.algos import impala, ppo, ppo_kl, spo, vaco
+from jaxvaco.algos.common import Batch, normalize_advantages, total_loss
+from jaxvaco.config import PPOConfig, PPOKLConfig, TrainConfig, VacoConfig, VtraceConfig
+from jaxvaco.envs.base import EnvSpec
+from jaxvaco.hparams import hyperparams_from_config
+from jaxvaco.networks import make_network
+from jaxvaco.train import mean_tv
+
+T, N = 8, 8  # 64 samples
+EPS = 0.2
+
+
+def f32(x):
+    return jnp.asarray(x, jnp.float32)
+
+
+def close(actual, expected, tol=1e-5):
+    actual = np.asarray(actual, np.float64)
+    scale = max(1.0, float(np.abs(expected).max()))
+    np.testing.assert_allclose(actual, expected, rtol=tol, atol=tol * scale)
+
+
+def random_policy_inputs(seed, spread=0.3):
+    """log β, log π_T, log π_θ (near each other) and advantages, float64 [T, N]."""
+    rng = np.random.default_rng(seed)
+    logp_behavior = np.log(rng.uniform(0.05, 0.9, size=(T, N)))
+    logp_learner = logp_behavior + rng.normal(size=(T, N)) * spread
+    logp = logp_learner + rng.normal(size=(T, N)) * spread
+    advantages = rng.normal(size=(T, N))
+    return logp, logp_learner, logp_behavior, advantages
+
+
+def make_batch(logp_learner, logp_behavior, **fields):
+    shape = logp_learner.shape
+    zeros = jnp.zeros(shape, jnp.float32)
+    defaults = dict(
+        obs=jnp.zeros(shape + (4,), jnp.float32), actions=jnp.zeros(shape, jnp.int32),
+        logp_behavior=f32(logp_behavior), values=zeros, next_values=zeros, rewards=zeros,
+        terminated=jnp.zeros(shape, bool), truncated=jnp.zeros(shape, bool),
+        final_obs=jnp.zeros(shape + (4,), jnp.float32), logp_learner=f32(logp_learner),
+        advantages=zeros, targets=zeros)
+    defaults.update(fields)
+    return Batch(**defaults)
+
+
+def config_with(**kwargs):
+    return dataclasses.replace(TrainConfig(), **kwargs)
+
+
+def ppo_reference(logp, logp_anchor, adv, eps):
+    """Per-sample −min(r Â, clip(r) Â), clipped mask, and d/dlogp of the per-sample loss."""
+    r = np.exp(logp - logp_anchor)
+    per_sample = -np.minimum(r * adv, np.clip(r, 1 - eps, 1 + eps) * adv)
+    clipped = ((r > 1 + eps) & (adv > 0)) | ((r < 1 - eps) & (adv < 0))
+    grad = np.where(clipped, 0.0, -r * adv)
+    return per_sample, clipped, grad
+
+
+# --------------------------------------------------------------------------- PPO
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ppo_clipped_surrogate_value_mask_and_gradient(seed):
+    logp, _, anchor, adv = random_policy_inputs(seed)
+    ref, ref_clipped, ref_grad = ppo_reference(logp, anchor, adv, EPS)
+    assert 0 < ref_clipped.sum() < ref_clipped.size
+    per_sample, clipped = ppo.clipped_surrogate(f32(logp), f32(anchor), f32(adv), f32(EPS))
+    close(per_sample, ref)
+    np.testing.assert_array_equal(np.asarray(clipped), ref_clipped)
+    grad = jax.grad(lambda lp: ppo.clipped_surrogate(lp, f32(anchor), f32(adv),
+                                                     f32(EPS))[0].mean())(f32(logp))
+    close(grad, ref_grad / logp.size)
+
+
+@pytest.mark.parametrize("anchor", ["behavior", "learner"])
+def test_ppo_policy_loss_anchor_and_decoupled_weight(anchor):
+    rho_bar = 1.3
+    logp, logp_learner, logp_behavior, adv = random_policy_inputs(3)
+    config = config_with(clip_coef=EPS, ppo=PPOConfig(anchor=anchor, rho_bar=rho_bar))
+    hp = hyperparams_from_config(config)
+    algo = ppo.make(config)
+    assert algo.uses_learner_logp == (anchor == "learner")
+    batch = make_batch(logp_learner, logp_behavior)
+    if anchor == "learner":
+        ref, clipped, grad = ppo_reference(logp, logp_learner, adv, EPS)
+        weight = np.minimum(rho_bar, np.exp(logp_learner - logp_behavior))
+        assert (weight == rho_bar).any() and (weight < 1).any()
+    else:
+        ref, clipped, grad = ppo_reference(logp, logp_behavior, adv, EPS)
+        weight = np.ones_like(ref)
+    loss_fn = lambda lp: algo.policy_loss(lp, f32(adv), batch, hp, {})
+    (loss, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(f32(logp))
+    close(loss, np.mean(weight * ref))
+    close(metrics["filter/fraction"], clipped.mean())
+    close(g, weight * grad / logp.size)
+
+
+# --------------------------------------------------------------------------- PPO-KL
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_kl_penalized_surrogate(seed):
+    logp, _, logp_behavior, adv = random_policy_inputs(seed)
+    coef = 0.7
+    r = np.exp(logp - logp_behavior)
+    kl_ref = np.mean((r - 1) - np.log(r))
+    loss_ref = -np.mean(r * adv) + coef * kl_ref
+    fn = lambda lp: ppo_kl.kl_penalized_surrogate(lp, f32(logp_behavior), f32(adv), f32(coef))
+    loss, kl = fn(f32(logp))
+    close(loss, loss_ref)
+    close(kl, kl_ref)
+    assert kl_ref > 0
+    grad = jax.grad(lambda lp: fn(lp)[0])(f32(logp))
+    close(grad, (-r * adv + coef * (r - 1)) / logp.size)
+
+
+def test_adapt_kl_coef():
+    d = 0.01
+    cases = [(0.001, 0.5), (d / 1.5 - 1e-4, 0.5), (d / 1.5 + 1e-4, 1.0), (d, 1.0),
+             (1.5 * d - 1e-4, 1.0), (1.5 * d + 1e-4, 2.0), (0.1, 2.0)]
+    for kl, factor in cases:
+        new = ppo_kl.adapt_kl_coef(f32(0.8), f32(kl), f32(d))
+        close(new, 0.8 * factor)
+
+
+def test_ppo_kl_algorithm_state():
+    logp, _, logp_behavior, adv = random_policy_inputs(4)
+    for adaptive in (True, False):
+        config = config_with(algo="ppo_kl",
+                             ppo_kl=PPOKLConfig(kl_coef=0.3, target_kl=0.01, adaptive=adaptive))
+        hp = hyperparams_from_config(config)
+        algo = ppo_kl.make(config)
+        state = algo.init_state(hp)
+        close(state["kl_coef"], 0.3)
+        batch = make_batch(logp_behavior, logp_behavior)
+        loss, metrics = algo.policy_loss(f32(logp), f32(adv), batch, hp, state)
+        r = np.exp(logp - logp_behavior)
+        kl = np.mean((r - 1) - np.log(r))
+        close(loss, -np.mean(r * adv) + 0.3 * kl)
+        assert kl > 1.5 * 0.01  # so the adaptive rule doubles
+        new = algo.update_state(state, metrics, hp)
+        close(new["kl_coef"], 0.6 if adaptive else 0.3)
+
+
+# --------------------------------------------------------------------------- SPO
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_spo_surrogate_value_and_gradient(seed):
+    logp, _, logp_behavior, adv = random_policy_inputs(seed, spread=0.4)
+    r = np.exp(logp - logp_behavior)
+    ref = -np.mean(r * adv - np.abs(adv) / (2 * EPS) * (r - 1) ** 2)
+    fn = lambda lp: spo.spo_surrogate(lp, f32(logp_behavior), f32(adv), f32(EPS))
+    loss, grad = jax.value_and_grad(fn)(f32(logp))
+    close(loss, ref)
+    ref_grad = -r * (adv - np.abs(adv) / EPS * (r - 1)) / logp.size
+    close(grad, ref_grad)
+    # outside the band the gradient points back toward r = 1 + ε·sign(Â)
+    target = 1 + EPS * np.sign(adv)
+    far = np.abs(r - target) > 1e-3
+    descent = -np.asarray(grad)  # the direction gradient descent moves logp
+    np.testing.assert_array_equal(np.sign(descent[far]), np.sign(target - r)[far])
+    # through the algorithm record
+    config = config_with(algo="spo", clip_coef=EPS)
+    hp = hyperparams_from_config(config)
+    loss2, metrics = spo.make(config).policy_loss(
+        f32(logp), f32(adv), make_batch(logp_behavior, logp_behavior), hp, {})
+    close(loss2, ref)
+    close(metrics["filter/fraction"], np.mean(np.abs(r - 1) > EPS))
+
+
+# --------------------------------------------------------------------------- VACO
+
+
+def vaco_mask_reference(log_ratio, adv, delta, kind):
+    r = np.exp(log_ratio)
+    tv = 0.5 * np.abs(r - 1)
+    moving_away = adv * (r - 1) > 0
+    if kind == "batch":
+        exceeded = np.full(r.shape, tv.mean() >= delta)
+    elif kind == "sample":
+        exceeded = tv >= delta
+    else:
+        exceeded = np.zeros(r.shape, bool)
+    return ~(exceeded & moving_away)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_tv_filter_mask(seed):
+    logp, anchor, _, adv = random_policy_inputs(seed, spread=0.5)
+    log_ratio = logp - anchor
+    r = np.exp(log_ratio)
+    d = np.mean(0.5 * np.abs(r - 1))
+    moving_away = adv * (r - 1) > 0
+    assert 0 < moving_away.sum() < moving_away.size
+    # batch, D ≥ δ: every sample moving away is dropped
+    for delta in (0.9 * d, d * (1 - 1e-4)):
+        mask = np.asarray(vaco.tv_filter_mask(f32(log_ratio), f32(adv), f32(delta), "batch"))
+        np.testing.assert_array_equal(mask, ~moving_away)
+    # batch, D < δ: nothing is dropped
+    mask = np.asarray(vaco.tv_filter_mask(f32(log_ratio), f32(adv), f32(1.1 * d), "batch"))
+    assert mask.all()
+    # sample: a per-sample band
+    delta = 0.15
+    expected = vaco_mask_reference(log_ratio, adv, delta, "sample")
+    # some moving-away samples are dropped, others are inside the band and kept
+    assert 0 < (~expected).sum() < moving_away.sum()
+    mask = np.asarray(vaco.tv_filter_mask(f32(log_ratio), f32(adv), f32(delta), "sample"))
+    np.testing.assert_array_equal(mask, expected)
+    # none: keep all
+    mask = np.asarray(vaco.tv_filter_mask(f32(log_ratio), f32(adv), f32(1e-6), "none"))
+    assert mask.all()
+
+
+@pytest.mark.parametrize("anchor", ["learner", "behavior"])
+@pytest.mark.parametrize("kind", ["batch", "sample", "none"])
+@pytest.mark.parametrize("delta_case", ["above", "below"])
+def test_vaco_policy_loss(anchor, kind, delta_case):
+    logp, logp_learner, logp_behavior, adv = random_policy_inputs(5, spread=0.4)
+    anchor_logp = logp_learner if anchor == "learner" else logp_behavior
+    r = np.exp(logp - anchor_logp)
+    d = np.mean(0.5 * np.abs(r - 1))
+    if kind == "batch":
+        delta = 0.9 * d if delta_case == "above" else 1.1 * d  # D ≥ δ / D < δ
+    else:
+        delta = 0.1 if delta_case == "above" else 0.3
+    config = config_with(algo="vaco", vaco=VacoConfig(delta=delta, filter=kind, anchor=anchor))
+    hp = hyperparams_from_config(config)
+    algo = vaco.make(config)
+    assert algo.uses_learner_logp == (anchor == "learner")
+    batch = make_batch(logp_learner, logp_behavior)
+    m = vaco_mask_reference(logp - anchor_logp, adv, delta, kind)
+    if kind == "batch" and delta_case == "above":
+        assert not m.all()
+    # the other anchor would give a different mask on these inputs (for the nontrivial cases)
+    other = logp_behavior if anchor == "learner" else logp_learner
+    if kind == "sample" and delta_case == "above":
+        assert (vaco_mask_reference(logp - other, adv, delta, kind) != m).any()
+    loss_fn = lambda lp: algo.policy_loss(lp, f32(adv), batch, hp, {})
+    (loss, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(f32(logp))
+    close(loss, -np.mean(m * r * adv))
+    close(metrics["filter/fraction"], 1 - m.mean())
+    close(g, -(m * r * adv) / logp.size)
+
+
+@pytest.mark.parametrize("kind", ["batch", "sample", "none"])
+def test_filtered_surrogate_value_and_gradient(kind):
+    logp, anchor, _, adv = random_policy_inputs(6, spread=0.5)
+    delta = 0.12
+    m = vaco_mask_reference(logp - anchor, adv, delta, kind)
+    r = np.exp(logp - anchor)
+    fn = lambda lp: vaco.filtered_surrogate(lp, f32(anchor), f32(adv), f32(delta), kind)
+    (loss, mask), g = jax.value_and_grad(fn, has_aux=True)(f32(logp))
+    np.testing.assert_array_equal(np.asarray(mask).astype(bool), m)
+    close(loss, -np.mean(m * r * adv))
+    close(g, -(m * r * adv) / logp.size)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_vaco_sample_filter_gradient_equals_ppo_clip(seed):
+    logp, logp_learner, logp_behavior, adv = random_policy_inputs(seed, spread=0.3)
+    for anchor in (logp_learner, logp_behavior):
+        r = np.exp(logp - anchor)
+        assert np.abs(np.abs(r - 1) - EPS).min() > 1e-4  # away from the band's edge
+        assert (np.abs(r - 1) > EPS).any()
+        g_vaco = jax.grad(lambda lp, a=anchor: vaco.filtered_surrogate(
+            lp, f32(a), f32(adv), f32(EPS / 2), "sample")[0])(f32(logp))
+        g_ppo = jax.grad(lambda lp, a=anchor: ppo.clipped_surrogate(
+            lp, f32(a), f32(adv), f32(EPS))[0].mean())(f32(logp))
+        np.testing.assert_allclose(np.asarray(g_vaco), np.asarray(g_ppo), rtol=1e-5, atol=1e-8)
+        # and the same samples are filtered / clipped
+        _, mask = vaco.filtered_surrogate(f32(logp), f32(anchor), f32(adv), f32(EPS / 2),
+                                          "sample")
+        _, clipped = ppo.clipped_surrogate(f32(logp), f32(anchor), f32(adv), f32(EPS))
+        np.testing.assert_array_equal(~np.asarray(mask).astype(bool), np.asarray(clipped))
+    # through the algorithm records, both anchored on β
+    ppo_config = config_with(clip_coef=EPS, ppo=PPOConfig(anchor="behavior"))
+    vaco_config = config_with(algo="vaco", vaco=VacoConfig(delta=EPS / 2, filter="sample",
+                                                           anchor="behavior"))
+    batch = make_batch(logp_learner, logp_behavior)
+    grads = []
+    for config, make in ((ppo_config, ppo.make), (vaco_config, vaco.make)):
+        hp = hyperparams_from_config(config)
+        algo = make(config)
+        grads.append(jax.grad(lambda lp, a=algo, h=hp: a.policy_loss(
+            lp, f32(adv), batch, h, {})[0])(f32(logp)))
+    np.testing.assert_allclose(np.asarray(grads[0]), np.asarray(grads[1]), rtol=1e-5, atol=1e-8)
+
+
+# --------------------------------------------------------------------------- IMPALA
+
+
+def test_impala_policy_loss():
+    logp, logp_learner, logp_behavior, adv = random_policy_inputs(7)
+    config = config_with(algo="impala")
+    hp = hyperparams_from_config(config)
+    algo = impala.make(config)
+    assert algo.recompute_vtrace
+    fn = lambda lp: algo.policy_loss(lp, f32(adv), make_batch(logp_learner, logp_behavior),
+                                     hp, {})[0]
+    loss, g = jax.value_and_grad(fn)(f32(logp))
+    close(loss, -np.mean(logp * adv))
+    close(g, -adv / logp.size)
+
+
+# --------------------------------------------------------------------------- total loss
+
+OBS_DIM, NUM_ACTIONS = 4, 3
+SPEC = EnvSpec(name="test", family="gymnax", obs_shape=(OBS_DIM,), discrete=True,
+               num_actions=NUM_ACTIONS, action_low=None, action_high=None,
+               max_episode_steps=100)
+
+
+def vtrace_reference(rewards, values, next_values, terminated, truncated, log_ratio,
+                     gamma, lam, rho_bar, c_bar):
+    """Spec §2 V-trace, loop over time (the same equations as in test_estimators.py)."""
+    steps, envs = rewards.shape
+    vs = np.zeros((steps, envs))
+    adv = np.zeros((steps, envs))
+    for n in range(envs):
+        for t in reversed(range(steps)):
+            ratio = np.exp(log_ratio[t, n])
+            rho, c = min(rho_bar, ratio), lam * min(c_bar, ratio)
+            if terminated[t, n]:
+                v_next, vs_next = 0.0, 0.0
+            elif truncated[t, n] or t == steps - 1:
+                v_next, vs_next = next_values[t, n], next_values[t, n]
+            else:
+                v_next, vs_next = values[t + 1, n], vs[t + 1, n]
+            delta = rho * (rewards[t, n] + gamma * v_next - values[t, n])
+            vs[t, n] = values[t, n] + delta + gamma * c * (vs_next - v_next)
+            q = rewards[t, n] + gamma * (lam * vs_next + (1 - lam) * v_next)
+            adv[t, n] = rho * (q - values[t, n])
+    return adv, vs
+
+
+@pytest.fixture(scope="module")
+def network_setup():
+    network = make_network(SPEC, (16, 16), "tanh")
+    rng = np.random.default_rng(11)
+    obs = rng.normal(size=(T, N, OBS_DIM))
+    params = network.init(jax.random.PRNGKey(0), f32(obs[0]))
+    # make the policy far from uniform so ratios and entropy are not trivial
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    leaves = [x + f32(rng.normal(size=x.shape) * 0.7) for x in leaves]
+    params = jax.tree_util.tree_unflatten(treedef, leaves)
+    terminated = rng.random((T, N)) < 0.15
+    truncated = (rng.random((T, N)) < 0.15) & ~terminated
+    done = terminated | truncated
+    final_obs = rng.normal(size=(T, N, OBS_DIM))
+    final_obs[:-1][~done[:-1]] = obs[1:][~done[:-1]]  # s' is the next state inside episodes
+    actions = rng.integers(0, NUM_ACTIONS, size=(T, N))
+    pi, values = network.apply(params, f32(obs))
+    logits = np.asarray(pi.logits, np.float64)
+    log_probs = logits - logits.max(-1, keepdims=True)
+    log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
+    logp = np.take_along_axis(log_probs, actions[..., None], -1)[..., 0]
+    entropy = -(np.exp(log_probs) * log_probs).sum(-1)
+    next_values = np.asarray(network.apply(params, f32(final_obs), method="value"), np.float64)
+    logp_behavior = logp + rng.normal(size=(T, N)) * 0.4
+    return dict(
+        network=network, params=params, obs=obs, final_obs=final_obs, actions=actions,
+        terminated=terminated, truncated=truncated, rewards=rng.normal(size=(T, N)),
+        values=np.asarray(values, np.float64), next_values=next_values, logp=logp,
+        entropy=entropy, logp_behavior=logp_behavior,
+        logp_learner=logp + rng.normal(size=(T, N)) * 0.2,
+        advantages=rng.normal(size=(T, N)), targets=rng.normal(size=(T, N)) * 2)
+
+
+def network_batch(s):
+    return Batch(
+        obs=f32(s["obs"]), actions=jnp.asarray(s["actions"], jnp.int32),
+        logp_behavior=f32(s["logp_behavior"]), values=f32(s["values"] + 1.0),
+        next_values=f32(s["next_values"] - 1.0), rewards=f32(s["rewards"]),
+        terminated=jnp.asarray(s["terminated"]), truncated=jnp.asarray(s["truncated"]),
+        final_obs=f32(s["final_obs"]), logp_learner=f32(s["logp_learner"]),
+        advantages=f32(s["advantages"]), targets=f32(s["targets"]))
+
+
+def test_normalize_advantages():
+    adv = np.random.default_rng(0).normal(size=(T, N)) * 3 + 1
+    close(normalize_advantages(f32(adv)), (adv - adv.mean()) / (adv.std() + 1e-8))
+
+
+@pytest.mark.parametrize("norm_adv", [False, True])
+def test_total_loss_ppo(network_setup, norm_adv):
+    s = network_setup
+    config = config_with(clip_coef=EPS, vf_coef=0.7, ent_coef=0.05)
+    hp = hyperparams_from_config(config)
+    algo = ppo.make(config)
+    batch = network_batch(s)
+    loss, metrics = total_loss(s["params"], s["network"].apply, batch, hp, {}, algo, norm_adv)
+    adv = s["advantages"]
+    if norm_adv:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    pg = ppo_reference(s["logp"], s["logp_behavior"], adv, EPS)[0].mean()
+    vl = 0.5 * np.mean((s["values"] - s["targets"]) ** 2)
+    ent = s["entropy"].mean()
+    assert ent > 0.05 and np.abs(s["entropy"] - np.log(NUM_ACTIONS)).max() > 0.05
+    close(metrics["loss/policy"], pg)
+    close(metrics["loss/value"], vl)
+    close(metrics["loss/entropy"], ent)
+    close(loss, pg + 0.7 * vl - 0.05 * ent)
+
+
+def test_total_loss_approx_kl_estimates_kl_behavior_to_policy():
+    """`loss/approx_kl` over actions logged from β should estimate KL(β‖π_θ), the KL that
+    ppo_kl penalises (spec §3), like CleanRL's k3 estimator mean((r − 1) − log r), r = π/β.
+
+    Checked by Monte Carlo: a fixed categorical π_θ (through a stand-in apply_fn), 200k
+    actions drawn from a known β, compared with the exact KL(β‖π) within 4 standard errors.
+    """
+    p = np.array([0.6, 0.25, 0.1, 0.05])  # π_θ
+    q = np.array([0.1, 0.2, 0.3, 0.4])  # β, the sampling distribution
+    exact = float(np.sum(q * np.log(q / p)))
+    rng = np.random.default_rng(1)
+    shape = (1000, 200)
+    actions = rng.choice(len(q), size=shape, p=q)
+    logits = jnp.broadcast_to(f32(np.log(p)), shape + (len(p),))
+
+    def apply_fn(params, obs, method=None):
+        return distrax.Categorical(logits=logits), jnp.zeros(shape, jnp.float32)
+
+    batch = make_batch(np.zeros(shape), np.log(q[actions]),
+                       actions=jnp.asarray(actions, jnp.int32),
+                       obs=jnp.zeros(shape + (1,), jnp.float32))
+    config = config_with()
+    _, metrics = total_loss({}, apply_fn, batch, hyperparams_from_config(config), {},
+                            ppo.make(config), False)
+    r = p[actions] / q[actions]
+    per_sample = (r - 1) - np.log(r)
+    stderr = per_sample.std() / np.sqrt(per_sample.size)
+    assert abs(per_sample.mean() - exact) < 4 * stderr  # the k3 reference itself
+    approx_kl = float(metrics["loss/approx_kl"])
+    assert abs(approx_kl - exact) < 4 * stderr + 1e-4, (approx_kl, exact, stderr)
+
+
+def test_total_loss_impala_recomputes_vtrace(network_setup):
+    s = network_setup
+    rho_bar, c_bar, gamma, lam = 1.2, 0.9, 0.95, 0.9
+    config = config_with(algo="impala", vf_coef=0.6, ent_coef=0.02, gamma=gamma,
+                         gae_lambda=lam, impala=VtraceConfig(rho_bar=rho_bar, c_bar=c_bar))
+    hp = hyperparams_from_config(config)
+    algo = impala.make(config)
+    # the stale batch fields (values, next_values, advantages, targets) must not be used
+    batch = network_batch(s)
+    adv, vs = vtrace_reference(s["rewards"], s["values"], s["next_values"], s["terminated"],
+                               s["truncated"], s["logp"] - s["logp_behavior"], gamma, lam,
+                               rho_bar, c_bar)
+    ratio = np.exp(s["logp"] - s["logp_behavior"])
+    assert (ratio > max(rho_bar, c_bar)).any() and (ratio < min(rho_bar, c_bar)).any()
+    pg = -np.mean(s["logp"] * adv)
+    vl = 0.5 * np.mean((s["values"] - vs) ** 2)
+    ent = s["entropy"].mean()
+    loss, metrics = total_loss(s["params"], s["network"].apply, batch, hp, {}, algo, False)
+    close(metrics["loss/policy"], pg, tol=1e-4)
+    close(metrics["loss/value"], vl, tol=1e-4)
+    close(loss, pg + 0.6 * vl - 0.02 * ent, tol=1e-4)
+
+    # the recomputed advantages and targets are constants: the gradient equals that of the
+    # loss with the reference targets plugged in as fixed arrays
+    network = s["network"]
+    adv_c, vs_c = f32(adv), f32(vs)
+    actions = jnp.asarray(s["actions"], jnp.int32)
+
+    def fixed_target_loss(params):
+        pi, values = network.apply(params, f32(s["obs"]))
+        logp = pi.log_prob(actions)
+        return (-jnp.mean(logp * adv_c) + 0.6 * 0.5 * jnp.mean((values - vs_c) ** 2)
+                - 0.02 * pi.entropy().mean())
+
+    g = jax.grad(lambda p: total_loss(p, network.apply, batch, hp, {}, algo, False)[0])(
+        s["params"])
+    g_ref = jax.grad(fixed_target_loss)(s["params"])
+    for a, b in zip(jax.tree_util.tree_leaves(g), jax.tree_util.tree_leaves(g_ref),
+                    strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-3, atol=1e-5)
+
+
+# --------------------------------------------------------------------------- TV metric
+
+
+def test_mean_tv_estimates_total_variation():
+    p = np.array([0.5, 0.3, 0.15, 0.05])  # a
+    q = np.array([0.2, 0.25, 0.25, 0.3])  # b, the sampling distribution
+    exact = 0.5 * np.abs(p - q).sum()
+    rng = np.random.default_rng(0)
+    samples = rng.choice(len(q), size=200_000, p=q)
+    logp_a, logp_b = np.log(p[samples]), np.log(q[samples])
+    estimate = float(mean_tv(f32(logp_a), f32(logp_b)))
+    per_sample = 0.5 * np.abs(np.exp(logp_a - logp_b) - 1)
+    stderr = per_sample.std() / np.sqrt(len(samples))
+    assert abs(estimate - exact) < 4 * stderr + 1e-4, (estimate, exact, stderr)
+    # identical distributions give exactly zero
+    assert float(mean_tv(f32(logp_b), f32(logp_b))) == 0.0
