@@ -15,6 +15,7 @@ from typing import Literal
 ALGOS = ("ppo", "ppo_kl", "spo", "impala", "vaco")
 
 Advantages = Literal["gae", "values", "vtrace"]
+AdvantageForm = Literal["weighted", "normalize_then_weight"]
 
 
 class ConfigError(ValueError):
@@ -52,6 +53,9 @@ class PPOConfig:
     """Truncation of the decoupled weight and of V-trace's ρ."""
     c_bar: float = 1.0
     """Truncation of V-trace's trace coefficient c."""
+    advantage_form: AdvantageForm = "weighted"
+    """With V-trace advantages: weighted = ρ_t inside Â_t, then per-minibatch normalisation;
+    normalize_then_weight = normalise the unweighted advantage, then multiply by ρ_t."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +95,10 @@ class VacoConfig:
     """Denominator of r: π_T (learner) or β (behavior)."""
     rho_bar: float = 1.0
     c_bar: float = 1.0
+    advantage_form: AdvantageForm = "weighted"
+    """weighted: ρ_t inside Â_t as V-trace defines it, then per-minibatch normalisation
+    (spec §3.1); normalize_then_weight [ours]: normalise the unweighted advantage, then
+    multiply by ρ_t, so the normalisation's mean shift is importance-weighted too."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,17 +124,17 @@ class TrainConfig:
     """Seed of the first run; run i uses seed + i."""
     num_seeds: int = 1
     """S: independent runs vmapped in one program."""
-    num_envs: int = 32
+    num_envs: int = 16
     """N: parallel environments per seed."""
     num_steps: int = 128
     """L: rollout length per iteration."""
-    total_timesteps: int = 300_000
+    total_timesteps: int = 1_000_000
     """Env steps per seed; iterations = total // (N·L)."""
     update_epochs: int = 4
     """E: passes over each batch."""
     num_minibatches: int = 4
     """M: minibatches per epoch; each holds whole trajectories (N/M envs × L steps)."""
-    learning_rate: float = 2.5e-4
+    learning_rate: float = 1e-3
     anneal_lr: bool = True
     """Linearly anneal the learning rate to 0 over training."""
     gamma: float = 0.99

@@ -69,6 +69,7 @@ def vtrace(
     lam: float,
     rho_bar: float = 1.0,
     c_bar: float = 1.0,
+    weight_advantages: bool = True,
 ) -> Targets:
     """V-trace (Espeholt et al. 2018) with λ as in rlax; `log_ratio` = log π(a|s) − log β(a|s).
 
@@ -79,7 +80,8 @@ def vtrace(
 
     where v'_{t+1} is v_{t+1} inside an episode and V(s'_t) after its end or at the batch's
     last step. With π = β and ρ̄ = c̄ = 1, v_t is the GAE(λ) return and Â_t the GAE advantage.
-    Outputs carry no gradient.
+    `weight_advantages=False` returns Â_t/ρ_t (the bracket minus V(s_t)), for callers that
+    normalise advantages before applying ρ_t. Outputs carry no gradient.
     """
     ratio = jnp.exp(log_ratio)
     rho = jnp.minimum(rho_bar, ratio)
@@ -91,5 +93,5 @@ def vtrace(
     next_corrections = jnp.concatenate([corrections[1:], jnp.zeros_like(corrections[:1])])
     next_targets = next_values + not_done * next_corrections
     q = rewards + gamma * not_term * (lam * next_targets + (1.0 - lam) * next_values)
-    advantages = rho * (q - values)
+    advantages = rho * (q - values) if weight_advantages else q - values
     return jax.lax.stop_gradient(Targets(advantages, values + corrections))

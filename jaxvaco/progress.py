@@ -49,19 +49,23 @@ class Progress:
         self._bar.update(self._task, completed=info["env_steps"], status=status)
 
 
-def print_summary(config: TrainConfig, run_dir: Path, summary: dict) -> None:
-    table = Table(title=f"{config.algo} on {config.env}: {config.num_seeds} seed(s)")
-    table.add_column("seed", justify="right")
+def print_summary(config: TrainConfig, run_dir: Path, runs: list[dict], summary: dict) -> None:
+    """One row per run (its seed and swept values), then the mean when there are several."""
+    table = Table(title=f"{config.algo} on {config.env}: {len(runs)} run(s)")
+    labels = list(runs[0])
+    for name in labels:
+        table.add_column(name, justify="right")
     columns = [k for k in ("train_return", "eval/greedy_return", "eval/stochastic_return")
                if k in summary]
     for name in columns:
         table.add_column(name, justify="right")
-    for s in range(config.num_seeds):
-        table.add_row(str(config.seed + s), *(f"{summary[k][s]:.1f}" for k in columns))
-    if config.num_seeds > 1:
-        table.add_row("mean", *(f"{np.nanmean(summary[k]):.1f}" for k in columns), style="bold")
+    for r, run in enumerate(runs):
+        table.add_row(*(str(run[k]) for k in labels), *(f"{summary[k][r]:.1f}" for k in columns))
+    if len(runs) > 1:
+        table.add_row("mean", *([""] * (len(labels) - 1)),
+                      *(f"{np.nanmean(summary[k]):.1f}" for k in columns), style="bold")
     console = Console()
     console.print(table)
-    console.print(f"env steps per seed: {int(summary['env_steps'][0]):,}   "
+    console.print(f"env steps per run: {int(summary['env_steps'][0]):,}   "
                   f"throughput (after compile): {float(summary['sps']):,.0f} env-steps/s   "
                   f"results: {run_dir}")

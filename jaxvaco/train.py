@@ -196,18 +196,27 @@ def make_train(config: TrainConfig) -> Trainer:
         (obs, env_state), traj = jax.lax.scan(step, (state.obs, state.env_state), keys)
         return obs, env_state, traj
 
+    weight_after_normalization = (algorithm.advantages == "vtrace"
+                                  and algorithm.advantage_form == "normalize_then_weight")
+
     def estimate(traj: Rollout, next_values, learner_logp, learner_values,
                  learner_next_values, hp: Hyperparams):
-        """The per-iteration advantages and targets of the algorithm (its "align" step)."""
-        common = (traj.rewards,)
+        """The per-iteration advantages, targets and policy-gradient weights (None = 1) of
+        the algorithm: its "align" step."""
         ends = (traj.terminated, traj.truncated)
         if algorithm.advantages == "gae":
-            return gae(*common, traj.values, next_values, *ends, hp.gamma, hp.gae_lambda)
+            return gae(traj.rewards, traj.values, next_values, *ends, hp.gamma,
+                       hp.gae_lambda), None
         if algorithm.advantages == "values":
-            return gae(*common, learner_values, learner_next_values, *ends, hp.gamma,
-                       hp.gae_lambda)
-        return vtrace(*common, learner_values, learner_next_values, *ends,
-                      learner_logp - traj.logp, hp.gamma, hp.gae_lambda, hp.rho_bar, hp.c_bar)
+            return gae(traj.rewards, learner_values, learner_next_values, *ends, hp.gamma,
+                       hp.gae_lambda), None
+        log_ratio = learner_logp - traj.logp
+        targets = vtrace(traj.rewards, learner_values, learner_next_values, *ends, log_ratio,
+                         hp.gamma, hp.gae_lambda, hp.rho_bar, hp.c_bar,
+                         weight_advantages=not weight_after_normalization)
+        if not weight_after_normalization:
+            return targets, None
+        return targets, jnp.minimum(hp.rho_bar, jnp.exp(log_ratio))
 
     needs_learner_batch = algorithm.uses_learner_logp or algorithm.advantages != "gae"
 
@@ -263,11 +272,11 @@ def make_train(config: TrainConfig) -> Trainer:
         next_values = behavior_value(behavior_params, traj.final_obs)
         learner_logp, learner_values, learner_next_values, sub_learner = learner_view(
             state.params, traj)
-        targets = estimate(traj, next_values, learner_logp, learner_values, learner_next_values,
-                           hp)
+        targets, pg_weights = estimate(traj, next_values, learner_logp, learner_values,
+                                       learner_next_values, hp)
         batch = Batch(traj.obs, traj.actions, traj.logp, traj.values, next_values, traj.rewards,
                       traj.terminated, traj.truncated, traj.final_obs, learner_logp,
-                      targets.advantages, targets.targets)
+                      targets.advantages, targets.targets, pg_weights)
         params, opt_state, metrics = update(state, batch, hp, k_update)
 
         pi_final, _ = network.apply(params, traj.obs[:, metric_envs])

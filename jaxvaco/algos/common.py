@@ -43,6 +43,7 @@ class Batch:
     logp_learner: jax.Array  # log π_T(a|s) of the learner at the iteration's start
     advantages: jax.Array  # per-iteration estimate (frozen for the epochs)
     targets: jax.Array  # per-iteration value targets
+    pg_weights: jax.Array | None = None  # ρ_t applied after normalisation; None = 1
 
 
 PolicyLoss = Callable[
@@ -58,6 +59,9 @@ class Algorithm(NamedTuple):
     uses_learner_logp: bool
     """True when the loss reads `batch.logp_learner` (π_T over the whole batch)."""
     policy_loss: PolicyLoss
+    advantage_form: str = "weighted"
+    """V-trace only: "weighted" (ρ inside Â) or "normalize_then_weight" (ρ after
+    normalisation, carried in `batch.pg_weights`)."""
     recompute_vtrace: bool = False
     """IMPALA: recompute V-trace with the current π_θ and V_θ at every minibatch."""
     init_state: Callable[[Hyperparams], dict] = lambda hp: {}
@@ -105,6 +109,8 @@ def total_loss(
         )
     if norm_adv:
         advantages = normalize_advantages(advantages)
+    if batch.pg_weights is not None:
+        advantages = advantages * batch.pg_weights
     pg_loss, metrics = algo.policy_loss(logp, advantages, batch, hp, algo_state)
     value_loss = 0.5 * jnp.mean((values - targets) ** 2)
     entropy = pi.entropy().mean()

@@ -47,4 +47,5 @@ def make(config: TrainConfig) -> Algorithm:
         advantages=config.ppo.advantages,
         uses_learner_logp=anchor_is_learner,
         policy_loss=policy_loss,
+        advantage_form=config.ppo.advantage_form,
     )

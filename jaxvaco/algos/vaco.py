@@ -69,4 +69,5 @@ def make(config: TrainConfig) -> Algorithm:
         advantages=options.align,
         uses_learner_logp=anchor_is_learner,
         policy_loss=policy_loss,
+        advantage_form=options.advantage_form,
     )

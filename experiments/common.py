@@ -1,0 +1,67 @@
+"""Shared plumbing of the experiment scripts: run a named variant as one program, with the
+lag K (and any other hyperparameter) vmapped beside the seeds, append tidy rows to a CSV,
+and skip variants the CSV already holds (so a killed script resumes where it stopped)."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+from jaxvaco.config import TrainConfig
+from jaxvaco.runner import run
+
+FIELDS = ["env", "algo", "variant", "K", "seed", "step", "return", "eval_greedy",
+          "eval_stochastic", "lag/iterations", "lag/sgd_steps", "tv/backward", "tv/forward",
+          "tv/total", "filter/fraction"]
+
+
+def replace_nested(config: TrainConfig, **overrides) -> TrainConfig:
+    """dataclasses.replace that also accepts 'group.field' keys (e.g. 'vaco.delta')."""
+    flat = {k: v for k, v in overrides.items() if "." not in k}
+    for key, value in overrides.items():
+        if "." in key:
+            group, field = key.split(".")
+            current = flat.get(group, getattr(config, group))
+            flat[group] = dataclasses.replace(current, **{field: value})
+    return dataclasses.replace(config, **flat)
+
+
+def done_variants(path: Path) -> set[tuple[str, str]]:
+    if not path.exists():
+        return set()
+    with open(path) as f:
+        return {(row["env"], row["variant"]) for row in csv.DictReader(f)}
+
+
+def tidy_rows(result, env: str, algo: str, variant: str) -> list[dict]:
+    """One row per chunk per run, in the columns of FIELDS."""
+    rows = []
+    for row in result.rows:
+        rows.append({
+            "env": env, "algo": algo, "variant": variant, "K": row.get("lag_delay", 0),
+            "seed": row["seed"], "step": row["env_steps"], "return": row["episode/return"],
+            "eval_greedy": row.get("eval/greedy_return"),
+            "eval_stochastic": row.get("eval/stochastic_return"),
+            **{name: row[name] for name in FIELDS[9:]},
+        })
+    return rows
+
+
+def run_variant(base: TrainConfig, env: str, variant: str, overrides: dict,
+                lags: Sequence[int], csv_path: Path, results_dir: Path) -> None:
+    """Train one variant on one env for every K in `lags` × seeds, in one program."""
+    if (env, variant) in done_variants(csv_path):
+        print(f"skip {env} {variant}: already in {csv_path}")
+        return
+    config = replace_nested(base, env=env, run_name=f"{env}__{variant}",
+                            results_dir=str(results_dir), **overrides)
+    config = replace_nested(config, **{"lag.max_delay": max(lags)})
+    result = run(config, grid={"lag_delay": list(lags)})
+    new = not csv_path.exists()
+    with open(csv_path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerows(tidy_rows(result, env, config.algo, variant))

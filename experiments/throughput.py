@@ -1,0 +1,156 @@
+"""Throughput benchmark: env-steps per second, training included, compilation excluded.
+
+Every figure is a ratio of two programs measured side by side in this one process,
+alternating A, B, A, B, ... and keeping each one's best time (shared CPUs are noisy;
+the ratio is the result, absolute numbers are context).
+
+    python experiments/throughput.py                 # all comparisons
+    python experiments/throughput.py --only ref seeds
+    python experiments/throughput.py --total 2e6 --repeats 5
+
+Comparisons (CartPole-v1, 256 envs × 128 steps, 4 epochs × 4 minibatches, 64×64 tanh):
+  ref    jaxvaco PPO (1 seed) / the single-file reference ../shared/bench/ref_ppo_cartpole.py
+  seeds  jaxvaco PPO, 16 seeds in one program / 1 seed (total env-steps/s)
+  brax   the same two figures on a Brax environment at its default backend
+  vaco   VACO / PPO at K = 0
+  lag    PPO at K = 16 (uniform, 4 groups) / PPO at K = 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from jaxvaco.config import LagConfig, TrainConfig
+from jaxvaco.runner import Compiled, expand_runs
+from jaxvaco.train import make_train
+
+DEFAULT_REFERENCE = Path(__file__).resolve().parents[1] / ".." / "shared" / "bench"
+BENCH_CONFIG = TrainConfig(num_envs=256, num_steps=128, update_epochs=4, num_minibatches=4,
+                           hidden_sizes=(64, 64), activation="tanh", learning_rate=2.5e-4,
+                           progress=False)
+
+
+def jaxvaco_program(config: TrainConfig) -> tuple[Callable[[], None], int]:
+    """A zero-argument function running the whole training once (compiled beforehand)."""
+    _, keys, hp = expand_runs(config)
+    programs = Compiled(make_train(config))
+    n_iter = jnp.int32(config.num_iterations)
+    state = programs.init(keys, hp)
+    compiled = programs.chunk.lower(state, hp, n_iter).compile()
+    steps = config.num_iterations * config.batch_size * config.num_seeds
+    return lambda: jax.block_until_ready(compiled(state, hp, n_iter)), steps
+
+
+def reference_program(path: Path, config: TrainConfig) -> tuple[Callable[[], None], int]:
+    spec = importlib.util.spec_from_file_location("ref_ppo_cartpole", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    train, steps = module.make_train(config.num_envs, config.num_steps, config.total_timesteps,
+                                     config.update_epochs, config.num_minibatches)
+    keys = jax.random.split(jax.random.PRNGKey(0), config.num_seeds)
+    compiled = jax.jit(jax.vmap(train)).lower(keys).compile()
+    return lambda: jax.block_until_ready(compiled(keys)), steps * config.num_seeds
+
+
+def side_by_side(programs: dict[str, tuple[Callable[[], None], int]], repeats: int):
+    """Alternate the programs `repeats` times; env-steps/s from each one's best time."""
+    best = {name: float("inf") for name in programs}
+    for _ in range(repeats):
+        for name, (fn, _) in programs.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return {name: programs[name][1] / best[name] for name in programs}
+
+
+def report(title: str, sps: dict[str, float], numerator: str, denominator: str,
+           goal: str) -> dict:
+    ratio = sps[numerator] / sps[denominator]
+    print(f"\n{title}")
+    for name, value in sps.items():
+        print(f"  {name:<28} {value:>12,.0f} env-steps/s")
+    print(f"  ratio {numerator} / {denominator}: {ratio:.2f}   ({goal})")
+    return {"title": title, "sps": sps, "ratio": ratio, "goal": goal}
+
+
+def compare_reference(base: TrainConfig, args) -> dict:
+    config = dataclasses.replace(base, num_seeds=1)
+    sps = side_by_side({"jaxvaco ppo": jaxvaco_program(config),
+                        "reference ppo": reference_program(args.reference, config)},
+                       args.repeats)
+    return report("jaxvaco vs reference (CartPole-v1, 1 seed)", sps, "jaxvaco ppo",
+                  "reference ppo", "must be >= 1.0, goal >= 1.2")
+
+
+def compare_seeds(base: TrainConfig, args, label: str = "CartPole-v1") -> dict:
+    one = dataclasses.replace(base, num_seeds=1)
+    many = dataclasses.replace(base, num_seeds=args.seeds)
+    sps = side_by_side({f"{args.seeds} seeds": jaxvaco_program(many),
+                        "1 seed": jaxvaco_program(one)}, args.repeats)
+    return report(f"seeds vmapped in one program ({label})", sps, f"{args.seeds} seeds",
+                  "1 seed", "must be >= 1.0 on CPU; > 10 expected on a GPU")
+
+
+def compare_brax(base: TrainConfig, args) -> dict:
+    config = dataclasses.replace(base, env=args.brax_env, total_timesteps=args.brax_total,
+                                 num_envs=args.brax_envs, normalize_obs=True)
+    return compare_seeds(config, args, label=f"{args.brax_env}, Brax {config.brax_backend}")
+
+
+def compare_vaco(base: TrainConfig, args) -> dict:
+    sps = side_by_side({"vaco K=0": jaxvaco_program(dataclasses.replace(base, algo="vaco")),
+                        "ppo K=0": jaxvaco_program(base)}, args.repeats)
+    return report("VACO vs PPO at K = 0 (CartPole-v1, 1 seed)", sps, "vaco K=0", "ppo K=0",
+                  "goal >= 0.9")
+
+
+def compare_lag(base: TrainConfig, args) -> dict:
+    lagged = dataclasses.replace(base, lag=LagConfig(max_delay=16, mode="uniform", num_groups=4))
+    sps = side_by_side({"ppo K=16": jaxvaco_program(lagged), "ppo K=0": jaxvaco_program(base)},
+                       args.repeats)
+    return report("PPO with lag K = 16 vs K = 0 (CartPole-v1, 1 seed)", sps, "ppo K=16",
+                  "ppo K=0", "goal >= 0.95")
+
+
+COMPARISONS = {"ref": compare_reference, "seeds": compare_seeds, "brax": compare_brax,
+               "vaco": compare_vaco, "lag": compare_lag}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", choices=list(COMPARISONS), default=list(COMPARISONS))
+    parser.add_argument("--total", type=float, default=1e6, help="env steps per seed")
+    parser.add_argument("--num-envs", type=int, default=256)
+    parser.add_argument("--seeds", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--brax-env", default="inverted_pendulum")
+    parser.add_argument("--brax-envs", type=int, default=256)
+    parser.add_argument("--brax-total", type=int, default=262_144)
+    parser.add_argument("--reference", type=Path,
+                        default=DEFAULT_REFERENCE / "ref_ppo_cartpole.py")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    if "ref" in args.only and not args.reference.exists():
+        sys.exit(f"reference script not found at {args.reference}; pass --reference PATH "
+                 "or drop 'ref' from --only")
+    base = dataclasses.replace(BENCH_CONFIG, total_timesteps=int(args.total),
+                               num_envs=args.num_envs)
+    print(f"jax {jax.__version__} on {jax.devices()[0].device_kind} "
+          f"({jax.device_count()} device(s)); {time.strftime('%Y-%m-%d %H:%M')}")
+    results = [COMPARISONS[name](base, args) for name in args.only]
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

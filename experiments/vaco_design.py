@@ -1,0 +1,135 @@
+"""Choose VACO's defaults by experiment (spec §3.2), before the main lag sweep.
+
+Stage `prototype` reproduces the prototype table of spec §3.2 with this implementation:
+CartPole-v1, 16 envs × 128 steps, 4 epochs × 4 minibatches of whole trajectories,
+lr 2.5e-4 annealed, 500k steps, `fixed` lag K ∈ {0, 4, 16}, greedy evaluation at the end.
+
+Stage `grid` runs the design grid on the development environments (CartPole-v1,
+Acrobot-v1) at K ∈ {0, 4, 16} with 8 seeds; the criterion is the IQM of the normalised
+final greedy return across both environments, all K and all seeds. Breakout-MinAtar is
+held out. Each variant (and its K values and seeds) is one compiled program.
+
+    python -m experiments.vaco_design --stage prototype
+    python -m experiments.vaco_design --stage grid
+    python -m experiments.vaco_design --stage grid --summary-only
+
+Results: experiments/results/vaco_design/<stage>.csv (tidy, resumable) and <stage>.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from experiments.common import run_variant
+from jaxvaco.analysis import iqm, normalize_score
+from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
+
+OUT = Path(__file__).resolve().parent / "results" / "vaco_design"
+LAGS = (0, 4, 16)
+
+PROTOTYPE_BASE = TrainConfig(num_envs=16, num_steps=128, update_epochs=4, num_minibatches=4,
+                             learning_rate=2.5e-4, anneal_lr=True, total_timesteps=500_000,
+                             lag=LagConfig(mode="fixed", num_groups=1),
+                             eval=EvalConfig(every_chunks=0, num_episodes=16), progress=False)
+
+PROTOTYPE_VARIANTS = {
+    "ppo": {"algo": "ppo"},
+    "ppo learner-anchor vtrace (decoupled)": {"algo": "ppo", "ppo.anchor": "learner",
+                                              "ppo.advantages": "vtrace"},
+    "ppo behavior-anchor vtrace": {"algo": "ppo", "ppo.advantages": "vtrace"},
+    "vaco spec 3.1": {"algo": "vaco"},
+    "vaco align gae": {"algo": "vaco", "vaco.align": "gae"},
+    "vaco behavior-anchor d=0.1": {"algo": "vaco", "vaco.anchor": "behavior",
+                                   "vaco.delta": 0.1},
+    "ppo values (GAE with V_T)": {"algo": "ppo", "ppo.advantages": "values"},
+}
+
+
+def design_variants() -> dict[str, dict]:
+    """One-factor-at-a-time around the spec's VACO, plus the PPO baselines of the same grid."""
+    vaco = {"algo": "vaco"}
+    variants = {
+        "ppo": {"algo": "ppo"},
+        "ppo decoupled": {"algo": "ppo", "ppo.anchor": "learner"},
+        "vaco spec 3.1": vaco,
+    }
+    for align in ("values", "gae"):
+        variants[f"vaco align={align}"] = {**vaco, "vaco.align": align}
+    variants["vaco anchor=behavior"] = {**vaco, "vaco.anchor": "behavior"}
+    variants["vaco filter=sample"] = {**vaco, "vaco.filter": "sample"}
+    for delta in (0.05, 0.1, 0.4):
+        variants[f"vaco d={delta}"] = {**vaco, "vaco.delta": delta}
+    for bar in (2.0, 1e6):
+        variants[f"vaco rho=c={bar:g}"] = {**vaco, "vaco.rho_bar": bar, "vaco.c_bar": bar}
+    variants["vaco form=normalize_then_weight"] = {
+        **vaco, "vaco.advantage_form": "normalize_then_weight"}
+    return variants
+
+
+def final_greedy(csv_path: Path) -> dict[tuple[str, str, int], list[float]]:
+    """(env, variant, K) -> final greedy evaluation return of every seed."""
+    last: dict[tuple, tuple[int, float]] = {}
+    with open(csv_path) as f:
+        for row in csv.DictReader(f):
+            if row["eval_greedy"] == "":
+                continue
+            key = (row["env"], row["variant"], int(row["K"]), int(row["seed"]))
+            step = int(row["step"])
+            if key not in last or step > last[key][0]:
+                last[key] = (step, float(row["eval_greedy"]))
+    out = defaultdict(list)
+    for (env, variant, k, _), (_, value) in sorted(last.items()):
+        out[(env, variant, k)].append(value)
+    return out
+
+
+def summary_table(csv_path: Path) -> str:
+    """Markdown: mean final greedy return per env and K, and the normalised IQM."""
+    finals = final_greedy(csv_path)
+    envs = sorted({env for env, _, _ in finals})
+    variants = list(dict.fromkeys(variant for _, variant, _ in finals))
+    header = ["variant"] + [f"{env} K={k}" for env in envs for k in LAGS] + ["IQM (norm.)"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for variant in variants:
+        cells, pooled = [], []
+        for env in envs:
+            for k in LAGS:
+                values = finals.get((env, variant, k), [])
+                cells.append(f"{np.mean(values):.0f}" if values else "—")
+                pooled.extend(normalize_score(env, np.array(values)).tolist())
+        lines.append(f"| {variant} | " + " | ".join(cells) + f" | {iqm(np.array(pooled)):.3f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stage", choices=("prototype", "grid"), default="grid")
+    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--only", nargs="*", help="run only these variant names")
+    parser.add_argument("--summary-only", action="store_true")
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    csv_path = OUT / f"{args.stage}.csv"
+    if args.stage == "prototype":
+        envs, variants = ["CartPole-v1"], PROTOTYPE_VARIANTS
+    else:
+        envs, variants = ["CartPole-v1", "Acrobot-v1"], design_variants()
+    if not args.summary_only:
+        for env in envs:
+            for name, overrides in variants.items():
+                if args.only and name not in args.only:
+                    continue
+                run_variant(PROTOTYPE_BASE, env, name, {"num_seeds": args.seeds, **overrides}, LAGS,
+                            csv_path, OUT / "runs")
+    table = summary_table(csv_path)
+    (OUT / f"{args.stage}.md").write_text(table + "\n")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

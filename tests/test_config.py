@@ -1,0 +1,140 @@
+"""`validate` catches impossible settings with messages that say what to change, and the
+config survives a JSON round trip."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import pytest
+
+from jaxvaco.config import (
+    ConfigError,
+    EvalConfig,
+    LagConfig,
+    PPOConfig,
+    PPOKLConfig,
+    TrainConfig,
+    VacoConfig,
+    VtraceConfig,
+    from_dict,
+    to_dict,
+    validate,
+)
+
+BASE = TrainConfig(num_envs=8, num_steps=16, total_timesteps=1024, num_minibatches=2)
+
+
+def invalid(**changes) -> str:
+    """validate() must raise ConfigError for BASE with `changes`; return its message."""
+    with pytest.raises(ConfigError) as info:
+        validate(dataclasses.replace(BASE, **changes))
+    return str(info.value)
+
+
+def test_defaults_and_base_are_valid():
+    assert validate(TrainConfig()) == TrainConfig()
+    assert validate(BASE) is BASE
+    assert issubclass(ConfigError, ValueError)
+
+
+def test_minibatches_must_divide_envs_and_a_divisor_is_suggested():
+    message = invalid(num_minibatches=3)
+    assert "--num-minibatches" in message and "--num-envs" in message
+    suggestion = re.search(r"Try --num-minibatches (\d+)", message)
+    assert suggestion, message
+    value = int(suggestion.group(1))
+    assert BASE.num_envs % value == 0 and abs(value - 3) == 1  # 2 or 4
+    message = invalid(num_envs=12, num_minibatches=5)
+    value = int(re.search(r"Try --num-minibatches (\d+)", message).group(1))
+    assert value in (4, 6)  # the divisors of 12 closest to 5
+    validate(dataclasses.replace(BASE, num_envs=12, num_minibatches=value))
+
+
+@pytest.mark.parametrize("field", ["num_seeds", "num_envs", "num_steps", "total_timesteps",
+                                   "update_epochs", "num_minibatches"])
+@pytest.mark.parametrize("value", [0, -4])
+def test_non_positive_sizes(field, value):
+    message = invalid(**{field: value})
+    assert f"--{field.replace('_', '-')}" in message and "positive" in message
+
+
+@pytest.mark.parametrize("field", ["learning_rate", "max_grad_norm", "clip_coef"])
+def test_non_positive_rates(field):
+    assert f"--{field.replace('_', '-')}" in invalid(**{field: 0.0})
+
+
+@pytest.mark.parametrize("changes,flag", [
+    ({"gamma": 0.0}, "--gamma"), ({"gamma": 1.5}, "--gamma"),
+    ({"gae_lambda": -0.1}, "--gae-lambda"), ({"hidden_sizes": ()}, "--hidden-sizes"),
+    ({"hidden_sizes": (16, 0)}, "--hidden-sizes"), ({"chunk_iterations": -1}, "--chunk-iterations"),
+    ({"vaco": VacoConfig(delta=0.0)}, "--vaco.delta"),
+    ({"impala": VtraceConfig(rho_bar=0.0)}, "--impala.rho-bar"),
+    ({"lag": LagConfig(max_delay=-1)}, "--lag.max-delay"),
+    ({"lag": LagConfig(num_groups=0)}, "--lag.num-groups"),
+])
+def test_other_invalid_values_name_their_flag(changes, flag):
+    assert flag in invalid(**changes)
+
+
+def test_total_timesteps_below_one_batch():
+    message = invalid(total_timesteps=BASE.batch_size - 1)
+    assert "--total-timesteps" in message and str(BASE.batch_size) in message
+    validate(dataclasses.replace(BASE, total_timesteps=BASE.batch_size))  # exactly one: fine
+
+
+def test_unknown_algo_suggests_close_match():
+    message = invalid(algo="vacoo")
+    assert "'vacoo'" in message
+    hint = re.search(r"Did you mean ([^?]+)\?", message)
+    assert hint and "vaco" in [s.strip() for s in hint.group(1).split(",")], message
+    message = invalid(algo="ppo-kl")
+    assert "ppo_kl" in message.split("Choose")[0], message
+
+
+def test_unknown_env_suggests_registered_name():
+    message = invalid(env="CartPole-v0")
+    assert "'CartPole-v0'" in message
+    assert "Did you mean" in message and "CartPole-v1" in message.split("Did you mean")[1]
+
+
+def test_lag_groups_must_divide_envs():
+    message = invalid(lag=LagConfig(max_delay=2, num_groups=3))
+    assert "--lag.num-groups 3" in message and "--num-envs 8" in message
+    validate(dataclasses.replace(BASE, lag=LagConfig(max_delay=2, num_groups=4)))
+
+
+def test_spread_needs_two_groups():
+    message = invalid(lag=LagConfig(max_delay=2, mode="spread", num_groups=1))
+    assert "spread" in message and "--lag.num-groups" in message
+    validate(dataclasses.replace(BASE, lag=LagConfig(max_delay=2, mode="spread", num_groups=2)))
+    # K = 0 is synchronous whatever the mode
+    validate(dataclasses.replace(BASE, lag=LagConfig(max_delay=0, mode="spread", num_groups=1)))
+
+
+def test_derived_sizes():
+    config = TrainConfig(num_envs=8, num_steps=16, total_timesteps=1000, update_epochs=3,
+                         num_minibatches=2)
+    assert config.batch_size == 128
+    assert config.num_iterations == 7
+    assert config.updates_per_iteration == 6
+
+
+def test_to_dict_from_dict_round_trip_through_json():
+    config = TrainConfig(
+        env="Pendulum-v1", algo="vaco", seed=3, num_seeds=2, hidden_sizes=(32, 16, 8),
+        activation="relu", normalize_obs=True, run_name="x", learning_rate=1e-3,
+        lag=LagConfig(max_delay=4, mode="spread", num_groups=4),
+        ppo=PPOConfig(anchor="learner", advantages="vtrace", rho_bar=2.0),
+        ppo_kl=PPOKLConfig(kl_coef=0.5, adaptive=False),
+        impala=VtraceConfig(rho_bar=1.5, c_bar=0.5),
+        vaco=VacoConfig(delta=0.1, filter="sample", align="values", anchor="behavior"),
+        eval=EvalConfig(every_chunks=2, num_episodes=4),
+    )
+    data = json.loads(json.dumps(to_dict(config)))
+    assert data["lag"] == {"max_delay": 4, "mode": "spread", "num_groups": 4}
+    restored = from_dict(data)
+    assert restored == config
+    assert isinstance(restored.hidden_sizes, tuple) and isinstance(restored.lag, LagConfig)
+    assert from_dict(to_dict(TrainConfig())) == TrainConfig()
