@@ -4,6 +4,9 @@ Stage `prototype` reproduces the prototype table of spec §3.2 with this impleme
 CartPole-v1, 16 envs × 128 steps, 4 epochs × 4 minibatches of whole trajectories,
 lr 2.5e-4 annealed, 500k steps, `fixed` lag K ∈ {0, 4, 16}, greedy evaluation at the end.
 
+Stage `diagnose` tests the explanation of the prototype's failure (see the README): the
+per-minibatch normalisation of ρ-weighted advantages.
+
 Stage `grid` runs the design grid on the development environments (CartPole-v1,
 Acrobot-v1) at K ∈ {0, 4, 16} with 8 seeds; the criterion is the IQM of the normalised
 final greedy return across both environments, all K and all seeds. Breakout-MinAtar is
@@ -47,6 +50,15 @@ PROTOTYPE_VARIANTS = {
     "vaco behavior-anchor d=0.1": {"algo": "vaco", "vaco.anchor": "behavior",
                                    "vaco.delta": 0.1},
     "ppo values (GAE with V_T)": {"algo": "ppo", "ppo.advantages": "values"},
+}
+
+
+DIAGNOSE_VARIANTS = {
+    "vaco spec 3.1, normalize then weight": {"algo": "vaco",
+                                             "vaco.advantage_form": "normalize_then_weight"},
+    "vaco spec 3.1, no advantage normalisation": {"algo": "vaco", "norm_adv": False},
+    "ppo behavior-anchor vtrace, normalize then weight": {
+        "algo": "ppo", "ppo.advantages": "vtrace", "ppo.advantage_form": "normalize_then_weight"},
 }
 
 
@@ -108,7 +120,7 @@ def summary_table(csv_path: Path) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stage", choices=("prototype", "grid"), default="grid")
+    parser.add_argument("--stage", choices=("prototype", "diagnose", "grid"), default="grid")
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--only", nargs="*", help="run only these variant names")
     parser.add_argument("--summary-only", action="store_true")
@@ -117,6 +129,8 @@ def main() -> None:
     csv_path = OUT / f"{args.stage}.csv"
     if args.stage == "prototype":
         envs, variants = ["CartPole-v1"], PROTOTYPE_VARIANTS
+    elif args.stage == "diagnose":
+        envs, variants = ["CartPole-v1"], DIAGNOSE_VARIANTS
     else:
         envs, variants = ["CartPole-v1", "Acrobot-v1"], design_variants()
     if not args.summary_only:

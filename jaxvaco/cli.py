@@ -1,35 +1,140 @@
-"""Command line: `jaxvaco train [options]` (see `jaxvaco train --help`)."""
+"""Command line: `jaxvaco train | sweep | plot` (see `jaxvaco COMMAND --help`)."""
 
 from __future__ import annotations
 
+import dataclasses
+import signal
 import sys
+from pathlib import Path
+from typing import Annotated
 
 import tyro
 
 from jaxvaco.config import ConfigError, TrainConfig
+from jaxvaco.runner import RunControl
+from jaxvaco.sweep import SweepConfig
 
 USAGE = """usage: jaxvaco COMMAND [options]
 
 commands:
   train   train one algorithm on one environment, many seeds in one program
-          (jaxvaco train --help lists every option)
+          (jaxvaco train --help lists every option; --resume DIR continues a run)
+  sweep   run a grid of environments × algorithms × lags × seeds from a TOML file
+          and/or flags; restarting it skips finished cells
+  plot    plot a sweep (or a single run): learning curves, return and TV against
+          lag, aggregate intervals, as PNG and PDF
 """
+
+Flat = tyro.conf.arg(name="")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainArgs:
+    config: Annotated[TrainConfig, Flat] = TrainConfig()
+    control: Annotated[RunControl, Flat] = RunControl()
+    resume: str = ""
+    """Continue the run in this directory from its newest checkpoint. Its config.json gives
+    every default; changing an option that alters the experiment is refused."""
+
+
+def option_value(argv: list[str], name: str) -> str | None:
+    """The value of `--name VALUE` or `--name=VALUE` in argv, read before tyro parses."""
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def stopped_message(signum: int, run_dir: Path, resume_hint: str) -> str:
+    return (f"jaxvaco: stopped by {signal.Signals(signum).name} at a chunk boundary; "
+            f"the newest checkpoint is in {run_dir}. Continue with: {resume_hint}")
 
 
 def train_command(argv: list[str]) -> int:
-    config = tyro.cli(TrainConfig, args=argv, prog="jaxvaco train",
-                      description="Train an agent; all seeds run in one compiled program.")
-    from jaxvaco.runner import run
+    from jaxvaco.runner import NonFiniteError, load_run_dir, run
 
+    resume = option_value(argv, "--resume")
     try:
-        run(config)
+        default = TrainArgs(config=load_run_dir(Path(resume))[0]) if resume else TrainArgs()
+    except ConfigError as error:
+        print(f"jaxvaco: {error}", file=sys.stderr)
+        return 2
+    args = tyro.cli(TrainArgs, args=argv, default=default, prog="jaxvaco train",
+                    description="Train an agent; all seeds run in one compiled program.")
+    try:
+        result = run(args.config, control=args.control, resume=args.resume or None)
     except ConfigError as error:
         print(f"jaxvaco: invalid configuration: {error}", file=sys.stderr)
         return 2
+    except NonFiniteError as error:
+        print(f"jaxvaco: {error}", file=sys.stderr)
+        return 1
+    if result.stop_signal:
+        hint = f"jaxvaco train --resume {result.run_dir}"
+        print(stopped_message(result.stop_signal, result.run_dir, hint), file=sys.stderr)
+        return 128 + result.stop_signal
     return 0
 
 
-COMMANDS = {"train": train_command}
+@dataclasses.dataclass(frozen=True)
+class SweepArgs:
+    sweep: Annotated[SweepConfig, Flat] = SweepConfig()
+    control: Annotated[RunControl, Flat] = RunControl()
+
+
+def sweep_command(argv: list[str]) -> int:
+    from jaxvaco.sweep import load_sweep_file, run_sweep
+
+    path = argv[0] if argv and not argv[0].startswith("-") else None
+    rest = argv[1:] if path else argv
+    try:
+        default = SweepArgs(sweep=load_sweep_file(Path(path))) if path else SweepArgs()
+    except (ConfigError, OSError) as error:
+        print(f"jaxvaco: {error}", file=sys.stderr)
+        return 2
+    args = tyro.cli(SweepArgs, args=rest, default=default, prog="jaxvaco sweep [FILE.toml]",
+                    description="Run a grid of envs × algos × lags × seeds; FILE.toml gives "
+                                "the defaults, flags override them.")
+    try:
+        result = run_sweep(args.sweep, args.control)
+    except ConfigError as error:
+        print(f"jaxvaco: invalid sweep: {error}", file=sys.stderr)
+        return 2
+    if result.stop_signal:
+        hint = f"jaxvaco sweep {' '.join(argv)}"
+        print(stopped_message(result.stop_signal, result.directory, hint), file=sys.stderr)
+        return 128 + result.stop_signal
+    return 1 if result.failed else 0
+
+
+@dataclasses.dataclass(frozen=True)
+class PlotArgs:
+    directory: tyro.conf.Positional[Path]
+    """A sweep directory (with results.csv) or a single run directory (with metrics.jsonl)."""
+    out: Path | None = None
+    """Where the figures go; default: <directory>/plots."""
+    metric: str = "return"
+    """Column plotted as the return (e.g. eval/greedy_return)."""
+
+
+def plot_command(argv: list[str]) -> int:
+    from jaxvaco.sweep import plot_results
+
+    args = tyro.cli(PlotArgs, args=argv, prog="jaxvaco plot",
+                    description="Plot a sweep or a run as PNG and PDF.")
+    try:
+        paths = plot_results(args.directory, args.out, args.metric)
+    except (ConfigError, KeyError, ValueError) as error:
+        print(f"jaxvaco: cannot plot {args.directory}: {error}", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(path)
+    return 0
+
+
+COMMANDS = {"train": train_command, "sweep": sweep_command, "plot": plot_command}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,11 +1,22 @@
-"""The host loop: runs compiled chunks, owns progress, metrics on disk and the summary.
+"""The host loop: runs compiled chunks, owns progress, metrics, checkpoints and stopping.
 
 Nothing here runs inside jit. A program holds R runs side by side (one `jax.vmap`):
 the seeds, times every combination of the hyperparameter values in `grid` (any
 `Hyperparams` field: learning rate, δ, γ, λ, coefficients, the lag K up to
 `lag.max_delay`). Each chunk returns metrics summed over its iterations for every run;
-the loop turns them into one JSONL row per chunk per run, draws progress, and evaluates
-the policy every `eval.every_chunks` chunks and at the end.
+after each chunk the loop
+
+1. checks that the losses, gradient norms and parameters are finite (else it stops with
+   `NonFiniteError` naming the run and the first bad iteration, found by replaying the
+   chunk one iteration at a time from the last good state);
+2. evaluates the policy every `eval.every_chunks` chunks and at the end;
+3. writes one row per run to metrics.jsonl (and TensorBoard / W&B when asked) and draws
+   progress;
+4. saves a checkpoint every `RunControl.checkpoint_every` chunks, at the end, and when
+   SIGINT or SIGTERM asked it to stop (it then returns at this chunk boundary).
+
+`run(config, resume=run_dir)` continues from the newest checkpoint of a run; chunks are
+deterministic, so the result is bit-identical to a run that was never interrupted.
 """
 
 from __future__ import annotations
@@ -14,7 +25,10 @@ import dataclasses
 import itertools
 import json
 import math
+import signal
+import threading
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,11 +37,34 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxvaco.config import ConfigError, TrainConfig, to_dict, validate
+from jaxvaco.checkpoint import Checkpointer, resume_conflicts
+from jaxvaco.config import ConfigError, TrainConfig, from_dict, to_dict, validate
 from jaxvaco.hparams import Hyperparams, hyperparams_from_config
+from jaxvaco.sinks import Sinks, open_sinks, read_rows
 from jaxvaco.train import Trainer, TrainState, make_train
 
 TARGET_CHUNKS = 20
+GUARDED_METRICS = ("loss/", "grad_norm")
+"""Metric names (prefixes) that must stay finite; the parameters are checked as well."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunControl:
+    """How a run is checkpointed and logged; nothing here changes what it computes."""
+
+    checkpoint_every: int = 5
+    """Save a checkpoint every this many chunks (always at the end and on SIGINT/SIGTERM)."""
+    keep_checkpoints: int = 3
+    """Keep the newest this many checkpoints; 0 saves none (Ctrl-C then just stops)."""
+    tensorboard: bool = False
+    """Also log to TensorBoard under <run>/tensorboard (needs tensorboardX)."""
+    wandb: bool = False
+    """Also log to Weights & Biases (needs wandb; WANDB_MODE=offline works without network)."""
+    wandb_project: str = "jaxvaco"
+
+
+class NonFiniteError(RuntimeError):
+    """A loss, gradient norm or parameter became NaN or infinite."""
 
 
 @dataclasses.dataclass
@@ -38,6 +75,20 @@ class RunResult:
     state: TrainState  # final state, every leaf with a leading [num_runs] axis
     rows: list[dict]  # what metrics.jsonl holds
     summary: dict[str, np.ndarray]  # per-run final figures
+    stop_signal: int = 0  # 0: trained to the end; else the signal that stopped it early
+
+
+@dataclasses.dataclass
+class LoopState:
+    """The host loop's counters, saved with every checkpoint to continue exactly."""
+
+    chunk: int = 0
+    iteration: int = 0
+    metrics_bytes: int = 0  # length of metrics.jsonl at this point
+    wall_time: float = 0.0
+    train_time: float = 0.0  # seconds in chunks, without each session's compiling chunk
+    timed_steps: int = 0  # env steps of all runs done in train_time
+    latest_eval: dict[str, list[float]] = dataclasses.field(default_factory=dict)
 
 
 def chunk_length(config: TrainConfig) -> int:
@@ -115,6 +166,7 @@ class Compiled:
         self.chunk = jax.jit(jax.vmap(trainer.train_chunk, in_axes=(0, 0, None)))
         self.evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, None)),
                                 static_argnums=2)
+        self.finite = jax.jit(jax.vmap(all_finite))
 
 
 def evaluate_policy(compiled: Compiled, state: TrainState, iteration: int
@@ -130,76 +182,295 @@ def evaluate_policy(compiled: Compiled, state: TrainState, iteration: int
     return out
 
 
+def all_finite(tree: Any) -> jax.Array:
+    """True when every element of every leaf is finite."""
+    return jnp.all(jnp.stack([jnp.isfinite(x).all() for x in jax.tree.leaves(tree)]))
+
+
+def nonfinite(sums: dict[str, np.ndarray], params_finite: np.ndarray) -> dict[int, list[str]]:
+    """Per run that went wrong: the guarded metrics that are not finite, and "params"."""
+    problems: dict[int, list[str]] = {}
+    for name, values in sums.items():
+        if name.startswith(GUARDED_METRICS):
+            for r in np.flatnonzero(~np.isfinite(values)):
+                problems.setdefault(int(r), []).append(name)
+    for r in np.flatnonzero(~params_finite):
+        problems.setdefault(int(r), []).append("params")
+    return problems
+
+
+def check_chunk(compiled: Compiled, state: TrainState, sums: dict[str, np.ndarray]
+                ) -> dict[int, list[str]]:
+    return nonfinite(sums, np.asarray(compiled.finite(state.params)))
+
+
+def locate_nonfinite(compiled: Compiled, good: TrainState, hp: Hyperparams, n: int
+                     ) -> tuple[int, dict[int, list[str]]] | None:
+    """Replay up to n iterations one at a time from a good state: the first bad one.
+
+    Chunks are deterministic, so this finds the iteration the chunk went wrong in; None
+    if the replay stays finite (it should not).
+    """
+    state = good
+    for _ in range(n):
+        state, sums = compiled.chunk(state, hp, jnp.int32(1))
+        problems = check_chunk(compiled, state, jax.tree.map(np.asarray, sums))
+        if problems:
+            return int(state.iteration[0]), problems
+    return None
+
+
+def describe_runs(problems: dict[int, list[str]], runs: list[dict]) -> str:
+    """E.g. "run 1 (seed 0, learning_rate=inf): loss/policy, params"."""
+    parts = []
+    for r, names in problems.items():
+        labels = ", ".join(f"{k}={v}" if k != "seed" else f"seed {v}" for k, v in runs[r].items())
+        parts.append(f"run {r} ({labels}): {', '.join(names)}")
+    return "; ".join(parts)
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write via a temporary file and a rename, so a kill never leaves half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(path)
+
+
 def prepare_run_dir(config: TrainConfig) -> tuple[TrainConfig, Path]:
+    """Name and create a fresh run directory; refuse one that holds checkpoints."""
     if not config.run_name:
         config = dataclasses.replace(config, run_name=default_run_name(config))
     run_dir = Path(config.results_dir) / config.run_name
+    if any((run_dir / "checkpoints").glob("[0-9]*")):
+        raise ConfigError(f"{run_dir} already holds checkpoints: continue it with --resume "
+                          f"{run_dir}, or pick another --run-name.")
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps(to_dict(config), indent=2))
+    write_json(run_dir / "config.json", to_dict(config))
     return config, run_dir
 
 
-def run(config: TrainConfig, grid: Grid | None = None) -> RunResult:
-    """Train every run (seeds × grid) in one program; write config.json and metrics.jsonl."""
+def load_run_dir(run_dir: Path) -> tuple[TrainConfig, Grid]:
+    """The config and grid a run directory was started with."""
+    if not (run_dir / "config.json").exists():
+        raise ConfigError(f"{run_dir} has no config.json: not a jaxvaco run directory.")
+    config = from_dict(json.loads((run_dir / "config.json").read_text()))
+    runs_file = run_dir / "runs.json"
+    grid = json.loads(runs_file.read_text())["grid"] if runs_file.exists() else {}
+    return config, grid
+
+
+def resume_run_dir(config: TrainConfig, grid: Grid | None, run_dir: Path,
+                   iterations_done: int) -> tuple[TrainConfig, Grid]:
+    """Check that (config, grid) continue the run in run_dir; update its config.json.
+
+    Only fields that change nothing computed (see `jaxvaco.checkpoint.resume_conflicts`)
+    may differ from config.json; the grid must be the same (None = the saved one).
+    """
+    saved, saved_grid = load_run_dir(run_dir)
+    config = dataclasses.replace(config, results_dir=str(run_dir.parent), run_name=run_dir.name)
+    problems = resume_conflicts(saved, config, iterations_done)
+    if grid is not None and {k: list(v) for k, v in grid.items()} != saved_grid:
+        problems.append(f"grid: {saved_grid} -> {grid}")
+    if problems:
+        raise ConfigError(f"Cannot resume {run_dir} with a changed experiment: "
+                          f"{'; '.join(problems)}. Start a new run to change these.")
+    write_json(run_dir / "config.json", to_dict(config))
+    return config, saved_grid
+
+
+def open_run(config: TrainConfig, grid: Grid | None, control: RunControl,
+             resume: Path | None) -> tuple[TrainConfig, Grid | None, Path, Checkpointer | None]:
+    """The run's config, grid, directory and checkpoints: a fresh run or one resumed."""
+    if resume is None:
+        config, run_dir = prepare_run_dir(config)
+        store = (Checkpointer(run_dir / "checkpoints", control.keep_checkpoints)
+                 if control.keep_checkpoints else None)
+        return config, grid, run_dir, store
+    load_run_dir(resume)  # fails before creating anything when resume is no run directory
+    if not control.keep_checkpoints:
+        raise ConfigError("Resuming needs checkpoints: --keep-checkpoints must be > 0.")
+    store = Checkpointer(resume / "checkpoints", control.keep_checkpoints)
+    try:
+        done = store.steps()[-1] if store.steps() else 0
+        config, grid = resume_run_dir(config, grid, resume, done)
+    except ConfigError:
+        store.close()
+        raise
+    return config, grid, resume, store
+
+
+class StopSignals:
+    """Within `with`: SIGINT/SIGTERM ask the loop to stop at the next chunk boundary.
+
+    `signal` holds the signal received (0: none). A second signal acts as it would
+    without this (KeyboardInterrupt, termination). Only installed in the main thread.
+    """
+
+    def __enter__(self) -> StopSignals:
+        self.signal = 0
+        self._previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.signal = signum
+        self._restore()
+
+    def _restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def __exit__(self, *exc) -> None:
+        self._restore()
+
+
+@dataclasses.dataclass
+class Session:
+    """One process's share of a run: compiled programs, checkpoints and sinks."""
+
+    config: TrainConfig
+    run_dir: Path
+    runs: list[dict]
+    hp: Hyperparams
+    compiled: Compiled
+    store: Checkpointer | None
+    control: RunControl
+    sinks: Sinks | None = None
+
+    def start(self, keys: jax.Array, resume: bool) -> tuple[TrainState, LoopState, list[dict]]:
+        """The newest checkpoint's state when resuming and there is one, else a fresh one."""
+        restored = None
+        if resume and self.store is not None:
+            restored = self.store.restore(jax.eval_shape(self.compiled.init, keys, self.hp))
+        if restored is None:
+            if resume:
+                warnings.warn(f"No checkpoint in {self.run_dir}: starting from the beginning.",
+                              stacklevel=3)
+            return self.compiled.init(keys, self.hp), LoopState(), []
+        _, state, host = restored
+        loop = LoopState(**host)
+        return state, loop, read_rows(self.run_dir / "metrics.jsonl", loop.metrics_bytes)
+
+    def open_sinks(self, loop: LoopState, resumed: bool) -> Sinks:
+        resume = (loop.metrics_bytes, loop.iteration * self.config.batch_size) if resumed else None
+        self.sinks = open_sinks(self.run_dir, to_dict(self.config), self.runs,
+                                tensorboard=self.control.tensorboard, wandb=self.control.wandb,
+                                wandb_project=self.control.wandb_project, resume=resume)
+        return self.sinks
+
+    def save(self, state: TrainState, loop: LoopState) -> None:
+        """Checkpoint (state, loop) unless disabled or already saved at this iteration."""
+        if self.store is None or self.store.last_saved == loop.iteration:
+            return
+        loop.metrics_bytes = self.sinks.jsonl.sync()
+        self.store.save(loop.iteration, state, dataclasses.asdict(loop))
+
+    def checkpoint_due(self, loop: LoopState) -> bool:
+        every = self.control.checkpoint_every
+        return loop.iteration == self.config.num_iterations or (every and loop.chunk % every == 0)
+
+    def chunk(self, state: TrainState, loop: LoopState, clock: float, timed: bool
+              ) -> tuple[TrainState, LoopState, list[dict], dict]:
+        """Run one chunk, guard it, evaluate when due; the new state, counters, rows, info."""
+        config = self.config
+        n = min(chunk_length(config), config.num_iterations - loop.iteration)
+        t0 = time.perf_counter()
+        new_state, sums = self.compiled.chunk(state, self.hp, jnp.int32(n))
+        sums = jax.tree.map(np.asarray, sums)
+        elapsed = time.perf_counter() - t0
+        problems = check_chunk(self.compiled, new_state, sums)
+        if problems:
+            self.fail(state, loop, n, problems)
+        loop = dataclasses.replace(loop, chunk=loop.chunk + 1, iteration=loop.iteration + n,
+                                   wall_time=loop.wall_time + time.perf_counter() - clock)
+        if timed:  # the first chunk of a session includes compilation
+            loop.train_time += elapsed
+            loop.timed_steps += n * config.batch_size * len(self.runs)
+        info = {"chunk": loop.chunk, "iteration": loop.iteration,
+                "env_steps": loop.iteration * config.batch_size,
+                "sps": n * config.batch_size * len(self.runs) / elapsed,
+                "wall_time": loop.wall_time}
+        evaluate_now = loop.iteration == config.num_iterations or (
+            config.eval.every_chunks and loop.chunk % config.eval.every_chunks == 0)
+        if evaluate_now:
+            latest = evaluate_policy(self.compiled, new_state, loop.iteration)
+            loop.latest_eval = {k: v.tolist() for k, v in latest.items()}
+        rows = chunk_rows(sums, n, info, self.runs)
+        for r, row in enumerate(rows):
+            if evaluate_now:
+                row.update({k: v[r] for k, v in loop.latest_eval.items()})
+        return new_state, loop, rows, info
+
+    def fail(self, good: TrainState, loop: LoopState, n: int, problems: dict) -> None:
+        """Save the last good state, then raise NonFiniteError naming runs and iteration."""
+        if loop.iteration:
+            self.save(good, loop)
+        found = locate_nonfinite(self.compiled, good, self.hp, n)
+        if found:
+            where, problems = f"iteration {found[0]}", found[1]
+        else:
+            where = f"iterations {loop.iteration + 1}..{loop.iteration + n}"
+        kept = (f"last good checkpoint: iteration {self.store.last_saved} in "
+                f"{self.store.directory}" if self.store and self.store.last_saved is not None
+                else "no checkpoint was saved")
+        raise NonFiniteError(f"Non-finite values in {where} of {self.run_dir}: "
+                             f"{describe_runs(problems, self.runs)}. Training stopped; {kept}.")
+
+
+def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | None = None,
+        resume: str | Path | None = None) -> RunResult:
+    """Train every run (seeds × grid) in one program; write config.json and metrics.jsonl.
+
+    With `resume` (a run directory), continue its newest checkpoint: `config` and `grid`
+    must match what it was started with (see `resume_run_dir`); grid None = the saved one.
+    Returns early, with `stop_signal` set and a checkpoint saved, on SIGINT or SIGTERM.
+    """
     from jaxvaco.progress import Progress, print_summary
 
+    control = control or RunControl()
     validate(config)
-    runs, keys, hp = expand_runs(config, grid)
-    config, run_dir = prepare_run_dir(config)
-    compiled = Compiled(make_train(config))
-    state = compiled.init(keys, hp)
-    per_chunk = chunk_length(config)
-    total_iters = config.num_iterations
-    rows: list[dict] = []
-    latest_eval: dict[str, np.ndarray] = {}
-    start = time.perf_counter()
-    train_time = 0.0
-    with Progress(config, enabled=config.progress) as progress, \
-            open(run_dir / "metrics.jsonl", "w") as sink:
-        chunk = 0
-        while int(state.iteration[0]) < total_iters:
-            n = min(per_chunk, total_iters - int(state.iteration[0]))
-            t0 = time.perf_counter()
-            state, sums = compiled.chunk(state, hp, jnp.int32(n))
-            sums = jax.tree.map(np.asarray, sums)
-            elapsed = time.perf_counter() - t0
-            if chunk > 0:  # the first chunk includes compilation
-                train_time += elapsed
-            chunk += 1
-            iteration = int(state.iteration[0])
-            info = {"chunk": chunk, "iteration": iteration,
-                    "env_steps": iteration * config.batch_size,
-                    "sps": n * config.batch_size * len(runs) / elapsed,
-                    "wall_time": time.perf_counter() - start}
-            evaluate_now = iteration == total_iters or (
-                config.eval.every_chunks and chunk % config.eval.every_chunks == 0)
-            if evaluate_now:
-                latest_eval = evaluate_policy(compiled, state, iteration)
-            new_rows = chunk_rows(sums, n, info, runs)
-            for r, row in enumerate(new_rows):
-                if evaluate_now:
-                    row.update({k: float(v[r]) for k, v in latest_eval.items()})
-                sink.write(json.dumps(row) + "\n")
-            sink.flush()
-            rows.extend(new_rows)
-            progress.update(new_rows, info)
-    summary = summarize(rows, latest_eval, len(runs), train_time)
-    if config.progress:
+    validate_grid(config, grid or {})
+    config, grid, run_dir, store = open_run(config, grid, control,
+                                            None if resume is None else Path(resume))
+    try:
+        runs, keys, hp = expand_runs(config, grid)
+        write_json(run_dir / "runs.json", {"grid": {k: list(v) for k, v in (grid or {}).items()},
+                                           "runs": runs})
+        session = Session(config, run_dir, runs, hp, Compiled(make_train(config)), store,
+                          control)
+        state, loop, rows = session.start(keys, resume is not None)
+        clock = time.perf_counter()
+        with Progress(config, enabled=config.progress) as progress, \
+                session.open_sinks(loop, resumed=loop.chunk > 0) as sinks, StopSignals() as stop:
+            timed = False
+            while loop.iteration < config.num_iterations and not stop.signal:
+                state, loop, new_rows, info = session.chunk(state, loop, clock, timed)
+                clock, timed = time.perf_counter(), True
+                sinks.write(new_rows, info)
+                rows.extend(new_rows)
+                progress.update(new_rows, info)
+                if stop.signal or session.checkpoint_due(loop):
+                    session.save(state, loop)
+    finally:
+        if store is not None:
+            store.close()
+    summary = summarize(rows, loop, len(runs))
+    if config.progress and not stop.signal:
         print_summary(config, run_dir, runs, summary)
-    return RunResult(config, run_dir, runs, state, rows, summary)
+    return RunResult(config, run_dir, runs, state, rows, summary, stop.signal)
 
 
-def summarize(rows: list[dict], latest_eval: dict[str, np.ndarray], num_runs: int,
-              train_time: float) -> dict[str, np.ndarray]:
+def summarize(rows: list[dict], loop: LoopState, num_runs: int) -> dict[str, np.ndarray]:
     """Per-run final train return (last chunk with episodes), eval returns, throughput."""
     final_train = np.full(num_runs, np.nan)
     for row in rows:
         if row["episode/return"] is not None:
             final_train[row["run"]] = row["episode/return"]
-    steps_after_compile = (rows[-1]["env_steps"] - rows[0]["env_steps"]) * num_runs
     return {
         "train_return": final_train,
-        **latest_eval,
+        **{k: np.asarray(v) for k, v in loop.latest_eval.items()},
         "env_steps": np.full(num_runs, rows[-1]["env_steps"]),
-        "sps": np.array(steps_after_compile / train_time if train_time else np.nan),
+        "sps": np.array(loop.timed_steps / loop.train_time if loop.train_time else np.nan),
     }

@@ -60,7 +60,7 @@ class Jitted:
         return state, jax.tree.map(np.asarray, sums)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def jitted(config: TrainConfig) -> Jitted:
     return Jitted(config)
 

@@ -9,7 +9,7 @@ ends with the final answer:
 
 Steps: "gets n more" (x + n), "loses n" (x − n), "doubles" / "triples" (x·2, x·3) and, at
 most once per problem, "buys a packs of b" (a·b, then x + a·b). Every intermediate value
-stays in 0..99. Numbers are written one digit per token, so the vocabulary is 41 tokens.
+stays in 1..99. Numbers are written one digit per token, so the vocabulary is 39 tokens.
 
 The reward parses the completion: it must contain "ans", then 1 to 4 digits, then <eos>;
 the reward is 1 if that number equals the answer, else 0. Any other token sequence
@@ -37,39 +37,37 @@ PAD, BOS, EOS = 0, 1, 2
 DIGIT0 = TOKEN_ID["0"]
 ANS = TOKEN_ID["ans"]
 LEVELS = (1, 2, 3)
-PROMPT_LEN = 24  # longest prompt: <bos> + 5 + 6 + 4 + 4 + 4 ("how many pens ?") tokens
-COMPLETION_LEN = 40  # longest solution: 16 (packs) + 9 + 9 + 4 ("ans d d <eos>") tokens
+PROMPT_LEN = 24  # longest: "<bos> ann has 7 pens ." 6 + steps 6 + 4 + 4 + "how many pens ?" 4
+COMPLETION_LEN = 40  # longest: packs 16 + 8 + 8 + "ans 1 8 <eos>" 4 = 36, rounded up
 SEQ_LEN = PROMPT_LEN + COMPLETION_LEN
 MAX_ANSWER_DIGITS = 4
 
 
 def encode(text: str) -> list[int]:
     """Token ids of a space-separated text; numbers are split into one token per digit."""
-    ids = []
-    for word in text.split():
-        ids.extend(TOKEN_ID[c] for c in word) if word.isdigit() else ids.append(TOKEN_ID[word])
-    return ids
+    return [TOKEN_ID[t] for word in text.split() for t in (word if word.isdigit() else [word])]
 
 
 def decode(ids) -> str:
     """Text of token ids, digits of one number joined, padding dropped."""
-    text = " ".join(VOCAB[i] for i in np.asarray(ids) if i != PAD)
-    for _ in range(MAX_ANSWER_DIGITS):
-        for a in DIGITS:
-            for b in DIGITS:
-                text = text.replace(f"{a} {b}", f"{a}{b}")
-    return text
+    words: list[str] = []
+    for token in (VOCAB[i] for i in np.asarray(ids) if i != PAD):
+        if token.isdigit() and words and words[-1].isdigit():
+            words[-1] += token
+        else:
+            words.append(token)
+    return " ".join(words)
 
 
 def _step(rng: np.random.Generator, x: int, packs_used: bool) -> tuple[str, list[str], int]:
     """One random change of the quantity x: (sentence, solution equations, new x)."""
-    options = ["add"] + ["sub"] * (x > 0) + ["mul"] * (2 * x <= 99) + ["packs"] * (not packs_used)
+    options = ["add"] + ["sub"] * (x > 1) + ["mul"] * (2 * x <= 99) + ["packs"] * (not packs_used)
     kind = options[rng.integers(len(options))]
     if kind == "add":
         n = int(rng.integers(1, min(9, 99 - x) + 1))
         return f"gets {n} more .", [f"{x} + {n} = {x + n} ."], x + n
     if kind == "sub":
-        n = int(rng.integers(1, min(9, x) + 1))
+        n = int(rng.integers(1, min(9, x - 1) + 1))
         return f"loses {n} .", [f"{x} - {n} = {x - n} ."], x - n
     if kind == "mul":
         k = 3 if 3 * x <= 99 and rng.random() < 0.5 else 2

@@ -1,0 +1,205 @@
+"""Warm start, RL under generation lag, and held-out evaluation, each one jitted program.
+
+Warm start [ours]: maximum likelihood on worked solutions (prompt tokens unscored),
+stopped early so that RL starts from a policy that solves some but not all problems.
+
+RL, one generation step T (spec §1.1's lag model with one actor group) [ours]:
+
+    history ← push(θ_T)                            ring buffer of the last K_max + 1 θ's
+    θ_β = θ_{T−k},  k = min(K, T)                  the generating parameters
+    P prompts × G completions ~ β = π_{θ_β}        log β recorded while sampling
+    R = reward(completions),  Â = group-normalised R
+    log π_T over the batch                         (the learner at the step's start)
+    E epochs × M minibatches of updates of θ       forward lag
+    θ_{T+1} = θ
+
+so a completion is generated with parameters K generation steps (K·E·M optimizer
+updates) old. K = 0 is synchronous on-policy training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from jaxvaco import lag
+from jaxvaco.llm import losses
+from jaxvaco.llm.model import Completions, Transformer, sample, token_logp
+from jaxvaco.llm.task import LEVELS, PAD, Problems, reward
+
+
+def completion_mask(sequences: jax.Array, prompt_len: jax.Array) -> jax.Array:
+    """[B, T−1]: position t scores a solution token (t + 1 ≥ prompt_len, not <pad>)."""
+    pos = jnp.arange(1, sequences.shape[1])
+    return (pos >= prompt_len[:, None]) & (sequences[:, 1:] != PAD)
+
+
+def warm_start(model: Transformer, params: Any, pool: Problems, key: jax.Array, steps: int,
+               batch_size: int, learning_rate: float) -> tuple[Any, jax.Array]:
+    """`steps` Adam steps on −mean_v log π_θ(solution | prompt) over random batches of the
+    pool, at τ = 1. Returns (params, loss per step)."""
+    optimizer = optax.adam(learning_rate)
+
+    def loss_fn(p, seqs, prompt_len):
+        return -losses.masked_mean(token_logp(model, p, seqs, 1.0),
+                                   completion_mask(seqs, prompt_len))
+
+    def step(carry, k):
+        p, opt_state = carry
+        idx = jax.random.randint(k, (batch_size,), 0, pool.answers.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(p, pool.sequences[idx], pool.prompt_len[idx])
+        updates, opt_state = optimizer.update(grads, opt_state)
+        return (optax.apply_updates(p, updates), opt_state), loss
+
+    (params, _), loss = jax.lax.scan(step, (params, optimizer.init(params)),
+                                     jax.random.split(key, steps))
+    return params, loss
+
+
+def accuracy(model: Transformer, params: Any, problems: Problems) -> jax.Array:
+    """Greedy-decoding accuracy at each level of LEVELS. float [len(LEVELS)]"""
+    out = sample(model, params, problems.prompts, problems.prompt_len, jax.random.key(0), 1.0,
+                 greedy=True)
+    correct = reward(out.tokens, problems.prompt_len, problems.answers)
+    return jnp.stack([losses.masked_mean(correct, problems.level == lv) for lv in LEVELS])
+
+
+@dataclasses.dataclass(frozen=True)
+class RLConfig:
+    algo: str = "grpo"  # "grpo" | "vaco"
+    num_prompts: int = 8  # P prompts per generation step
+    group_size: int = 8  # G completions per prompt
+    epochs: int = 1  # E
+    minibatches: int = 4  # M (of whole groups)
+    learning_rate: float = 1e-4
+    max_grad_norm: float = 1.0
+    temperature: float = 1.0
+    clip_eps: float = 0.2  # GRPO
+    kl_coef: float = 0.0  # GRPO and VACO: c_kl·k3 KL to the warm-start policy (0 = off)
+    delta: float = 0.2  # VACO
+    vaco_filter: str = "batch"  # "batch" | "sample" | "none"
+    vaco_anchor: str = "learner"  # "learner" (π_T) | "behavior" (β)
+    lag_mode: str = "fixed"  # spec §1.1, with one actor group
+    max_delay: int = 8  # K_max: the ring buffer holds K_max + 1 parameter snapshots
+
+
+class Rollout(NamedTuple):
+    completions: Completions
+    rewards: jax.Array  # [B]
+    advantages: jax.Array  # [B]
+    logp_learner: jax.Array  # log π_T [B, T−1]
+    logp_ref: jax.Array  # log π_ref [B, T−1] (zeros when kl_coef = 0)
+
+
+class RLState(struct.PyTreeNode):
+    params: Any
+    opt_state: Any
+    history: Any  # lag ring buffer of θ snapshots
+    step: jax.Array  # generation step T
+    key: jax.Array
+
+
+class RL(NamedTuple):
+    """The pure functions of one configuration; vmap them over runs."""
+
+    init: Callable[[Any, jax.Array], RLState]
+    iteration: Callable  # (params, opt_state, behaviour params, key, pool, ref) -> ...
+    train_step: Callable  # (state, K, pool, ref) -> (state, metrics)
+    chunk: Callable  # (state, K, pool, ref, test, num_steps) -> (state, metrics, accuracy)
+
+
+def make_rl(model: Transformer, config: RLConfig) -> RL:
+    """GRPO or GRPO+VACO (config.algo) for `model` under spec §1.1's lag model."""
+    optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
+                            optax.adam(config.learning_rate))
+    batch = config.num_prompts * config.group_size
+    use_kl = config.kl_coef > 0
+
+    def logp_of(params, tokens):
+        return token_logp(model, params, tokens, config.temperature)
+
+    def generate(behaviour_params, key, pool: Problems, ref_params, params) -> Rollout:
+        k_prompts, k_sample = jax.random.split(key)
+        idx = jnp.repeat(jax.random.randint(k_prompts, (config.num_prompts,), 0,
+                                            pool.answers.shape[0]), config.group_size)
+        prompt_len = pool.prompt_len[idx]
+        out = sample(model, behaviour_params, pool.prompts[idx], prompt_len, k_sample,
+                     config.temperature)
+        rewards = reward(out.tokens, prompt_len, pool.answers[idx])
+        logp_ref = logp_of(ref_params, out.tokens) if use_kl else jnp.zeros_like(out.logp)
+        return Rollout(out, rewards, losses.group_advantages(rewards, config.group_size),
+                       logp_of(params, out.tokens), logp_ref)
+
+    def loss_fn(params, mb: Rollout):
+        c = mb.completions
+        logp = logp_of(params, c.tokens)
+        if config.algo == "grpo":
+            loss, fraction = losses.grpo_policy_loss(logp, c.logp, mb.advantages, c.generated,
+                                                     config.clip_eps)
+        else:
+            anchor = mb.logp_learner if config.vaco_anchor == "learner" else c.logp
+            loss, fraction = losses.vaco_policy_loss(logp, anchor, mb.advantages, c.generated,
+                                                     config.delta, config.vaco_filter)
+        if use_kl:
+            loss = loss + config.kl_coef * losses.k3_kl(logp, mb.logp_ref, c.generated)
+        return loss, fraction
+
+    def update(carry, mb: Rollout):
+        params, opt_state = carry
+        (_, fraction), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, mb)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), fraction
+
+    def minibatches(rollout: Rollout, key: jax.Array) -> Rollout:
+        """[E·M, B/M, ...]: each epoch a fresh permutation of whole groups."""
+        groups = jax.vmap(lambda k: jax.random.permutation(k, config.num_prompts))(
+            jax.random.split(key, config.epochs))
+        rows = (groups[..., None] * config.group_size + jnp.arange(config.group_size))
+        rows = rows.reshape(config.epochs * config.minibatches, -1)
+        return jax.tree.map(lambda x: x[rows], rollout)
+
+    def iteration(params, opt_state, behaviour_params, key, pool: Problems, ref_params):
+        """One generation step with the given generating parameters, then E×M updates."""
+        k_gen, k_perm = jax.random.split(key)
+        rollout = generate(behaviour_params, k_gen, pool, ref_params, params)
+        (new_params, opt_state), fraction = jax.lax.scan(
+            update, (params, opt_state), minibatches(rollout, k_perm))
+        c = rollout.completions
+        logp_final = logp_of(new_params, c.tokens)
+        metrics = {
+            "reward": rollout.rewards.mean(),
+            "length": c.generated.sum(-1).mean(),
+            "tv/backward": losses.token_tv(rollout.logp_learner - c.logp, c.generated),
+            "tv/forward": losses.token_tv(logp_final - rollout.logp_learner, c.generated),
+            "tv/total": losses.token_tv(logp_final - c.logp, c.generated),
+            "filter/fraction": fraction.mean(),
+        }
+        return new_params, opt_state, metrics
+
+    def init(params, key) -> RLState:
+        return RLState(params, optimizer.init(params), lag.init_history(params, config.max_delay),
+                       jnp.int32(0), key)
+
+    def train_step(state: RLState, max_delay, pool: Problems, ref_params):
+        key, k_delay, k_iter = jax.random.split(state.key, 3)
+        history = lag.push(state.history, state.params, state.step)
+        delays = lag.sample_delays(k_delay, config.lag_mode, 1, max_delay, state.step)
+        behaviour = jax.tree.map(lambda h: h[0], lag.gather(history, state.step, delays))
+        params, opt_state, metrics = iteration(state.params, state.opt_state, behaviour, k_iter,
+                                               pool, ref_params)
+        metrics["lag/iterations"] = delays.mean().astype(jnp.float32)
+        return RLState(params, opt_state, history, state.step + 1, key), metrics
+
+    def chunk(state, max_delay, pool, ref_params, test: Problems, num_steps: int):
+        """`num_steps` training steps, then the held-out accuracy of the final θ."""
+        state, metrics = jax.lax.scan(
+            lambda s, _: train_step(s, max_delay, pool, ref_params), state, None, num_steps)
+        return state, metrics, accuracy(model, state.params, test)
+
+    return RL(init, iteration, train_step, chunk)

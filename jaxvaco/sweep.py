@@ -1,0 +1,281 @@
+"""Sweeps over environments × algorithms × lags × seeds, restartable, with one tidy table.
+
+A sweep lives in ``<results_dir>/<name>/``. It is made of cells, one per (env, algo) and,
+with ``vmap_lag = false``, per K. Each cell is one `jaxvaco.runner.run` in
+``runs/<env>__<algo>__K<k1-k2-...>/``: its seeds, and its K values when vmapped, are runs
+of one compiled program (``lag.max_delay`` = max K and grid ``{"lag_delay": Ks}``; K = 0
+then takes the lagged code path with a delay of 0). Values in ``grid`` (any `Hyperparams`
+field, e.g. learning_rate) are vmapped the same way.
+
+A cell is complete when its metrics.jsonl and its DONE marker exist. Restarting a sweep
+skips complete cells and resumes an unfinished one from its newest checkpoint; a cell that
+diverged (`NonFiniteError`) has a FAILED marker holding the message and is skipped too
+(delete it to retry). Complete cells must have been run with the configuration the sweep
+gives them now, else the sweep is refused.
+
+After each cell, ``results.csv`` is rewritten from all complete cells: one row per run and
+chunk with columns env, algo, K, seed, step, return (training episode return), then every
+other metric (eval/greedy_return, tv/backward, tv/forward, tv/total, filter/fraction,
+lag/iterations, ...), as `jaxvaco.analysis` reads it. ``jaxvaco plot`` draws it.
+
+Example ``sweep.toml``::
+
+    name = "lag"
+    envs = ["CartPole-v1"]
+    algos = ["ppo", "vaco"]
+    lag_delays = [0, 4, 16]
+
+    [base]                     # any TrainConfig field, as in config.json
+    num_seeds = 5
+    total_timesteps = 500000
+    lag = { mode = "fixed" }
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import tomllib
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jaxvaco.checkpoint import config_changes
+from jaxvaco.config import ConfigError, TrainConfig, from_dict, to_dict, validate
+from jaxvaco.runner import RunControl, expand_runs, load_run_dir, run, write_json
+from jaxvaco.sinks import read_rows
+
+KEY_COLUMNS = ("env", "algo", "K", "seed", "step", "return")
+DROPPED = {"run", "env_steps", "lag_delay", "episode/return"}
+"""Row fields that the key columns replace."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepConfig:
+    """A grid of training runs; `base` sets every other option of each cell."""
+
+    name: str = "sweep"
+    """Folder under --results-dir."""
+    results_dir: str = "results"
+    envs: tuple[str, ...] = ("CartPole-v1",)
+    algos: tuple[str, ...] = ("ppo",)
+    lag_delays: tuple[int, ...] = (0,)
+    """Policy lags K."""
+    vmap_lag: bool = True
+    """Run the K values of an (env, algo) cell as one program (else one cell per K)."""
+    grid: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
+    """More hyperparameter values vmapped in every cell, e.g. learning_rate."""
+    base: TrainConfig = TrainConfig()
+    """Options of every cell; its env, algo, lag.max_delay, run_name, results_dir are set
+    by the sweep."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    env: str
+    algo: str
+    delays: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.env}__{self.algo}__K{'-'.join(map(str, self.delays))}"
+
+
+@dataclasses.dataclass
+class SweepResult:
+    directory: Path
+    ran: list[str]  # cells trained (or continued) by this call
+    skipped: list[str]  # cells already complete (or failed) before it
+    failed: dict[str, str]  # cell -> NonFiniteError message, including earlier ones
+    stop_signal: int = 0
+
+
+def load_sweep_file(path: Path) -> SweepConfig:
+    """A SweepConfig from TOML: top-level sweep fields and a [base] table of TrainConfig."""
+    data = tomllib.loads(path.read_text())
+    names = {f.name for f in dataclasses.fields(SweepConfig)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"{path}: unknown sweep fields {unknown}; known: {sorted(names)}.")
+    base = from_dict({**to_dict(TrainConfig()), **data.pop("base", {})})
+    tuples = {k: tuple(v) for k, v in data.items() if isinstance(v, list)}
+    grid = {k: tuple(v) for k, v in data.pop("grid", {}).items()}
+    return SweepConfig(**{**data, **tuples, "grid": grid, "base": base})
+
+
+def cells(spec: SweepConfig) -> list[Cell]:
+    delays = [tuple(spec.lag_delays)] if spec.vmap_lag else [(k,) for k in spec.lag_delays]
+    return [Cell(env, algo, ks) for env in spec.envs for algo in spec.algos for ks in delays]
+
+
+def cell_setup(spec: SweepConfig, cell: Cell, directory: Path
+               ) -> tuple[TrainConfig, dict[str, tuple] | None]:
+    """The TrainConfig and grid of one cell (validated)."""
+    config = dataclasses.replace(
+        spec.base, env=cell.env, algo=cell.algo, run_name=cell.name,
+        results_dir=str(directory / "runs"),
+        lag=dataclasses.replace(spec.base.lag, max_delay=max(cell.delays)))
+    grid = dict(spec.grid)
+    if len(cell.delays) > 1:
+        grid["lag_delay"] = cell.delays
+    validate(config)
+    expand_runs(config, grid)  # validates the grid
+    return config, grid or None
+
+
+def cell_state(cell_dir: Path) -> str:
+    """done, failed or todo."""
+    if (cell_dir / "DONE").exists() and (cell_dir / "metrics.jsonl").exists():
+        return "done"
+    return "failed" if (cell_dir / "FAILED").exists() else "todo"
+
+
+def check_unchanged(cell_dir: Path, config: TrainConfig) -> None:
+    changes = config_changes(load_run_dir(cell_dir)[0], config)
+    if changes:
+        raise ConfigError(f"{cell_dir} is complete but was run with other settings "
+                          f"({'; '.join(changes)}); use another sweep name.")
+
+
+def run_sweep(spec: SweepConfig, control: RunControl | None = None) -> SweepResult:
+    """Run every cell not yet complete; rewrite results.csv after each."""
+    from jaxvaco.runner import NonFiniteError
+
+    directory = Path(spec.results_dir) / spec.name
+    plan = [(cell, *cell_setup(spec, cell, directory)) for cell in cells(spec)]
+    directory.mkdir(parents=True, exist_ok=True)
+    write_json(directory / "sweep.json", dataclasses.asdict(spec))
+    result = SweepResult(directory, [], [], {})
+    for i, (cell, config, grid) in enumerate(plan):
+        cell_dir = directory / "runs" / cell.name
+        state = cell_state(cell_dir)
+        if state != "todo":
+            if state == "done":
+                check_unchanged(cell_dir, config)
+            else:
+                result.failed[cell.name] = (cell_dir / "FAILED").read_text()
+            result.skipped.append(cell.name)
+            continue
+        print(f"[{i + 1}/{len(plan)}] {cell.name}", flush=True)
+        resume = cell_dir if (cell_dir / "config.json").exists() else None
+        result.ran.append(cell.name)
+        try:
+            outcome = run(config, grid, control, resume=resume)
+        except NonFiniteError as error:
+            (cell_dir / "FAILED").write_text(str(error))
+            result.failed[cell.name] = str(error)
+            continue
+        if outcome.stop_signal:
+            result.stop_signal = outcome.stop_signal
+            break
+        write_json(cell_dir / "DONE", {k: np.asarray(v).tolist()
+                                       for k, v in outcome.summary.items()})
+        write_table(directory, [c.name for c, _, _ in plan])
+    write_table(directory, [c.name for c, _, _ in plan])
+    return result
+
+
+def tidy_rows(run_dir: Path) -> list[dict]:
+    """metrics.jsonl of one run directory as rows with the table's key columns first.
+
+    K is the run's lag_delay when swept, else lag.max_delay. Swept values other than the
+    lag are appended to the algo label (e.g. "ppo learning_rate=0.001"), so that
+    (env, algo, K, seed) names one run, as `jaxvaco.analysis` expects.
+    """
+    config, grid = load_run_dir(run_dir)
+    path = run_dir / "metrics.jsonl"
+    out = []
+    for row in read_rows(path, path.stat().st_size):
+        swept = [f"{k}={row[k]}" for k in grid if k != "lag_delay"]
+        label = " ".join([config.algo, *swept])
+        keys = {"env": config.env, "algo": label, "K": row.get("lag_delay", config.lag.max_delay),
+                "seed": row["seed"], "step": row["env_steps"], "return": row["episode/return"]}
+        out.append({**keys, **{k: v for k, v in row.items() if k not in DROPPED}})
+    return out
+
+
+def write_table(directory: Path, cell_names: list[str]) -> Path:
+    """results.csv from every complete cell (atomically replaced)."""
+    rows = [row for name in cell_names
+            if cell_state(directory / "runs" / name) == "done"
+            for row in tidy_rows(directory / "runs" / name)]
+    columns = list(KEY_COLUMNS) + sorted({k for row in rows for k in row} - set(KEY_COLUMNS))
+    path = directory / "results.csv"
+    tmp = path.with_name("results.csv.tmp")
+    with open(tmp, "w", newline="") as file:
+        writer = csv.DictWriter(file, columns, restval="")
+        writer.writeheader()
+        writer.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in rows)
+    tmp.replace(path)
+    return path
+
+
+def _number(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def columns_from_rows(rows: list[dict]) -> dict[str, np.ndarray]:
+    """Columns of a table; numeric ones as arrays with NaN for missing values."""
+    names = list(dict.fromkeys(k for row in rows for k in row))
+    cols = {}
+    for name in names:
+        values = [row.get(name) for row in rows]
+        present = [v for v in values if v is not None and v != ""]
+        if present and all(isinstance(v, int | float) for v in present):
+            missing = len(present) < len(values)
+            kind = float if missing or any(isinstance(v, float) for v in present) else int
+            cols[name] = np.asarray([np.nan if v in (None, "") else v for v in values], kind)
+        else:
+            cols[name] = np.asarray(values, dtype=object)
+    return cols
+
+
+def read_table(path: Path) -> dict[str, np.ndarray]:
+    """results.csv as columns (numbers parsed, missing values NaN)."""
+    with open(path, newline="") as file:
+        rows = [{k: _number(v) if v != "" else None for k, v in row.items()}
+                for row in csv.DictReader(file)]
+    return columns_from_rows(rows)
+
+
+def load_results(directory: Path) -> dict[str, np.ndarray]:
+    """The table of a sweep (results.csv) or of a single run (its metrics.jsonl)."""
+    if (directory / "results.csv").exists():
+        return read_table(directory / "results.csv")
+    if (directory / "metrics.jsonl").exists():
+        return columns_from_rows(tidy_rows(directory))
+    raise ConfigError(f"{directory} holds neither results.csv (a sweep) nor metrics.jsonl "
+                      "(a run).")
+
+
+def plot_results(directory: Path, out: Path | None = None, metric: str = "return"
+                 ) -> list[Path]:
+    """Learning curves, final return and TV against lag, aggregate intervals: PNG + PDF.
+
+    Scores in the aggregate chart are normalised (`analysis.normalize_score`) when every
+    environment has reference scores, else raw (with a warning).
+    """
+    from jaxvaco import analysis
+
+    table = load_results(Path(directory))
+    out = Path(out) if out else Path(directory) / "plots"
+    envs = set(table["env"].tolist())
+    normalize = envs <= set(analysis.REFERENCE_SCORES)
+    if not normalize:
+        warnings.warn(f"No reference scores for {sorted(envs - set(analysis.REFERENCE_SCORES))}"
+                      ": the aggregate chart shows raw returns.", stacklevel=2)
+    finals = analysis.final_scores(table)
+    score_dict, _ = analysis.score_dict_from_table(finals, normalize=normalize, metric=metric)
+    paths = analysis.plot_learning_curves(table, out, metric=metric)
+    paths += analysis.plot_return_vs_lag(table, out, metric=metric)
+    paths += analysis.plot_aggregate_intervals(score_dict, out, normalize=normalize)
+    paths += analysis.plot_tv_vs_lag(table, out)
+    return paths
+
