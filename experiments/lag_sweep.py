@@ -1,0 +1,114 @@
+"""The lag sweep: algorithms × K ∈ {0, 2, 4, 8, 16} (`uniform` mode) × seeds, per environment.
+
+Every algorithm runs with the same defaults (TrainConfig's, with VACO's chosen by
+experiments/vaco_design.py); for each (env, algo) the K values and seeds are one compiled
+program (K is a vmapped hyperparameter, the ring buffer holds max K + 1 snapshots).
+
+    python -m experiments.lag_sweep                          # all envs, default budgets
+    python -m experiments.lag_sweep --envs CartPole-v1 --seeds 16 --steps 300000
+    python -m experiments.lag_sweep --plot-only
+
+Writes experiments/results/lag_sweep/lag_sweep.csv (tidy: env, algo, K, seed, step, return,
+eval returns, lag metrics; resumable: finished (env, algo) cells are skipped), final.csv
+(final greedy evaluation return per run), summary.md, and the plots
+return_vs_lag.{png,pdf}, tv_vs_lag.{png,pdf}, aggregate.{png,pdf}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from experiments.common import run_variant
+from jaxvaco import analysis
+from jaxvaco.config import ALGOS, EvalConfig, LagConfig, TrainConfig
+
+OUT = Path(__file__).resolve().parent / "results" / "lag_sweep"
+LAGS = (0, 2, 4, 8, 16)
+BUDGETS = {"CartPole-v1": 300_000, "Acrobot-v1": 300_000, "Breakout-MinAtar": 500_000}
+BASE = TrainConfig(lag=LagConfig(mode="uniform", num_groups=4),
+                   eval=EvalConfig(every_chunks=0, num_episodes=16), progress=False)
+
+
+def read_rows(path: Path) -> list[dict]:
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def final_table(rows: list[dict]) -> list[dict]:
+    """The last evaluated step of every (env, algo, K, seed): greedy return and lag metrics."""
+    last: dict[tuple, dict] = {}
+    for row in rows:
+        if row["eval_greedy"] == "":
+            continue
+        key = (row["env"], row["algo"], int(row["K"]), int(row["seed"]))
+        if key not in last or int(row["step"]) > int(last[key]["step"]):
+            last[key] = row
+    return [{"env": k[0], "algo": k[1], "K": k[2], "seed": k[3], "step": int(r["step"]),
+             "return": float(r["eval_greedy"]),
+             **{m: float(r[m]) for m in ("tv/backward", "tv/forward", "tv/total")}}
+            for k, r in sorted(last.items())]
+
+
+def summary_markdown(final: list[dict]) -> str:
+    """Mean final greedy return (95% bootstrap CI) per env, algo and K."""
+    lines = []
+    for env in dict.fromkeys(r["env"] for r in final):
+        lines += [f"\n**{env}** — final greedy return, mean [95% CI] over seeds\n",
+                  "| algo | " + " | ".join(f"K={k}" for k in LAGS) + " |",
+                  "|---|" + "---|" * len(LAGS)]
+        for algo in dict.fromkeys(r["algo"] for r in final if r["env"] == env):
+            cells = []
+            for k in LAGS:
+                values = np.array([r["return"] for r in final
+                                   if (r["env"], r["algo"], r["K"]) == (env, algo, k)])
+                if len(values) == 0:
+                    cells.append("—")
+                    continue
+                points, cis = analysis.stratified_bootstrap_ci({"x": values[:, None]},
+                                                               {"Mean": analysis.mean})
+                cells.append(f"{points['x'][0]:.0f} [{cis['x'][0, 0]:.0f}, {cis['x'][1, 0]:.0f}]")
+            lines.append(f"| {algo} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def make_plots(final: list[dict]) -> None:
+    analysis.plot_return_vs_lag(final, OUT)
+    analysis.plot_tv_vs_lag(final, OUT)
+    scores, _ = analysis.score_dict_from_table(final, normalize=True)
+    analysis.plot_aggregate_intervals(scores, OUT)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", nargs="+", default=list(BUDGETS))
+    parser.add_argument("--algos", nargs="+", default=list(ALGOS), choices=ALGOS)
+    parser.add_argument("--seeds", type=int, default=16)
+    parser.add_argument("--steps", type=int, help="env steps per run (default: per env)")
+    parser.add_argument("--plot-only", action="store_true")
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    csv_path = OUT / "lag_sweep.csv"
+    if not args.plot_only:
+        for env in args.envs:
+            steps = args.steps or BUDGETS.get(env, 500_000)
+            for algo in args.algos:
+                run_variant(BASE, env, algo, {"algo": algo, "num_seeds": args.seeds,
+                                              "total_timesteps": steps},
+                            LAGS, csv_path, OUT / "runs")
+    final = final_table(read_rows(csv_path))
+    with open(OUT / "final.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(final[0]))
+        writer.writeheader()
+        writer.writerows(final)
+    table = summary_markdown(final)
+    (OUT / "summary.md").write_text(table + "\n")
+    print(table)
+    make_plots(final)
+
+
+if __name__ == "__main__":
+    main()
