@@ -23,6 +23,7 @@ class Hyperparams:
     ent_coef: jnp.ndarray
     vf_coef: jnp.ndarray
     max_grad_norm: jnp.ndarray
+    reward_scale: jnp.ndarray
     rho_bar: jnp.ndarray
     """ρ̄ of the running algorithm's V-trace (and of decoupled PPO's weight)."""
     c_bar: jnp.ndarray
@@ -50,6 +51,7 @@ def hyperparams_from_config(config: TrainConfig) -> Hyperparams:
         ent_coef=f32(config.ent_coef),
         vf_coef=f32(config.vf_coef),
         max_grad_norm=f32(config.max_grad_norm),
+        reward_scale=f32(config.reward_scale),
         rho_bar=f32(rho_bar),
         c_bar=f32(c_bar),
         delta=f32(config.vaco.delta),

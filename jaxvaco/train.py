@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxvaco import lag
+from jaxvaco import distributed, lag
 from jaxvaco.algos import Algorithm, Batch, make_algorithm
 from jaxvaco.algos.common import half_abs_deviation, total_loss
 from jaxvaco.config import TrainConfig, validate
@@ -53,6 +53,7 @@ class TrainState:
     algo_state: dict
     key: jax.Array
     iteration: jax.Array  # int32: learner iterations done so far (T)
+    actors: Any = None  # per-device actor copies [D, ...] (jaxvaco.distributed); else None
 
 
 class Rollout(NamedTuple):
@@ -139,13 +140,18 @@ def mean_tv(logp_a: jax.Array, logp_b: jax.Array) -> jax.Array:
 def make_train(config: TrainConfig) -> Trainer:
     """Build env, network, algorithm and the pure functions of one run (one seed)."""
     validate(config)
-    env: VecEnv = make_env(config.env, config.num_envs, brax_backend=config.brax_backend)
+    axis = distributed.env_axis(config)  # None on one device: every hook below is the identity
+    devices = config.distributed.num_devices if axis else 1
+    local_envs = config.num_envs // devices
+    env: VecEnv = make_env(config.env, local_envs, brax_backend=config.brax_backend)
+    init_env = make_env(config.env, config.num_envs, brax_backend=config.brax_backend) if axis \
+        else env
     spec = env.spec
     network = make_network(spec, config.hidden_sizes, config.activation)
     algorithm = make_algorithm(config)
     lagged = config.lag.max_delay > 0
     num_groups = config.lag.num_groups if lagged else 1
-    metric_envs = jnp.arange(0, config.num_envs, config.num_minibatches)  # TV subsample
+    metric_envs = jnp.arange(0, local_envs, config.num_minibatches)  # TV subsample
 
     def policy_step(params, obs, key):
         pi, value = network.apply(params, obs)
@@ -165,7 +171,7 @@ def make_train(config: TrainConfig) -> Trainer:
 
     def init(key: jax.Array, hp: Hyperparams) -> TrainState:
         k_params, k_env, key = jax.random.split(key, 3)
-        obs, env_state = env.reset(k_env)
+        obs, env_state = init_env.reset(k_env)
         params = network.init(k_params, obs[:1])
         return TrainState(
             params=params,
@@ -177,6 +183,7 @@ def make_train(config: TrainConfig) -> Trainer:
             algo_state=algorithm.init_state(hp),
             key=key,
             iteration=jnp.zeros((), jnp.int32),
+            actors=distributed.init_actors(params, devices) if axis else None,
         )
 
     def rollout(state: TrainState, behavior_params, key):
@@ -204,14 +211,15 @@ def make_train(config: TrainConfig) -> Trainer:
         """The per-iteration advantages, targets and policy-gradient weights (None = 1) of
         the algorithm: its "align" step."""
         ends = (traj.terminated, traj.truncated)
+        rewards = traj.rewards * hp.reward_scale
         if algorithm.advantages == "gae":
-            return gae(traj.rewards, traj.values, next_values, *ends, hp.gamma,
+            return gae(rewards, traj.values, next_values, *ends, hp.gamma,
                        hp.gae_lambda), None
         if algorithm.advantages == "values":
-            return gae(traj.rewards, learner_values, learner_next_values, *ends, hp.gamma,
+            return gae(rewards, learner_values, learner_next_values, *ends, hp.gamma,
                        hp.gae_lambda), None
         log_ratio = learner_logp - traj.logp
-        targets = vtrace(traj.rewards, learner_values, learner_next_values, *ends, log_ratio,
+        targets = vtrace(rewards, learner_values, learner_next_values, *ends, log_ratio,
                          hp.gamma, hp.gae_lambda, hp.rho_bar, hp.c_bar,
                          weight_advantages=not weight_after_normalization)
         if not weight_after_normalization:
@@ -219,20 +227,21 @@ def make_train(config: TrainConfig) -> Trainer:
         return targets, jnp.minimum(hp.rho_bar, jnp.exp(log_ratio))
 
     needs_learner_batch = algorithm.uses_learner_logp or algorithm.advantages != "gae"
+    stale = lagged or bool(axis and config.distributed.sync_interval > 1)  # β may differ from π_T
 
     def learner_view(params, traj: Rollout):
         """log π_T(a|s), V_T(s), V_T(s') over the batch where the algorithm reads them.
 
         Otherwise log π_T is only needed for the TV metrics, on the subsample `metric_envs`,
-        and without lag it is the recorded log β exactly (β = π_T). The unused fields are
-        None and the batch's `logp_learner` then holds log β.
+        and without lag or device sync lag it is the recorded log β exactly (β = π_T). The
+        unused fields are None and the batch's `logp_learner` then holds log β.
         """
         if needs_learner_batch:
             pi, values = network.apply(params, traj.obs)
             next_values = network.apply(params, traj.final_obs, method="value")
             logp = pi.log_prob(traj.actions)
             return logp, values, next_values, logp[:, metric_envs]
-        if not lagged:
+        if not stale:
             return traj.logp, None, None, traj.logp[:, metric_envs]
         pi, _ = network.apply(params, traj.obs[:, metric_envs])
         return traj.logp, None, None, pi.log_prob(traj.actions[:, metric_envs])
@@ -241,6 +250,7 @@ def make_train(config: TrainConfig) -> Trainer:
         params, opt_state = carry
         grads, metrics = jax.grad(total_loss, has_aux=True)(
             params, network.apply, mb, hp, algo_state, algorithm, config.norm_adv)
+        grads = distributed.mean(grads, axis)
         updates, opt_state = make_optimizer(hp).update(grads, opt_state, params)
         updates = jax.tree.map(lambda u: -lr * u, updates)
         metrics["grad_norm"] = optax.global_norm(grads)
@@ -254,7 +264,7 @@ def make_train(config: TrainConfig) -> Trainer:
             return jax.lax.scan(lambda c, mb: sgd_step(c, mb, hp, state.algo_state, lr),
                                 carry, mbs)
 
-        keys = jax.random.split(key, config.update_epochs)
+        keys = jax.random.split(distributed.device_key(key, axis), config.update_epochs)
         (params, opt_state), metrics = jax.lax.scan(
             epoch, (state.params, state.opt_state), keys)
         return params, opt_state, jax.tree.map(jnp.mean, metrics)
@@ -266,15 +276,21 @@ def make_train(config: TrainConfig) -> Trainer:
             delays = lag.sample_delays(k_delay, config.lag.mode, num_groups, hp.lag_delay,
                                        state.iteration)
             behavior_params = lag.gather(history, state.iteration, delays)
+        elif axis:
+            history = None
+            actors, delays, behavior_params = distributed.sync_actors(
+                state.actors, state.params, state.iteration, config.distributed, axis)
         else:
             history, delays, behavior_params = None, jnp.zeros((1,), jnp.int32), state.params
-        obs, env_state, traj = rollout(state, behavior_params, k_roll)
+        obs, env_state, traj = rollout(state, behavior_params,
+                                       distributed.device_key(k_roll, axis))
         next_values = behavior_value(behavior_params, traj.final_obs)
         learner_logp, learner_values, learner_next_values, sub_learner = learner_view(
             state.params, traj)
         targets, pg_weights = estimate(traj, next_values, learner_logp, learner_values,
                                        learner_next_values, hp)
-        batch = Batch(traj.obs, traj.actions, traj.logp, traj.values, next_values, traj.rewards,
+        batch = Batch(traj.obs, traj.actions, traj.logp, traj.values, next_values,
+                      traj.rewards * hp.reward_scale,
                       traj.terminated, traj.truncated, traj.final_obs, learner_logp,
                       targets.advantages, targets.targets, pg_weights)
         params, opt_state, metrics = update(state, batch, hp, k_update)
@@ -295,9 +311,11 @@ def make_train(config: TrainConfig) -> Trainer:
             "episode/count": (traj.terminated | traj.truncated).sum().astype(jnp.float32),
             "learning_rate": learning_rate(config, hp, state.iteration),
         })
+        metrics = distributed.reduce_metrics(metrics, axis)
         obs_stats = state.obs_stats
         if config.normalize_obs:
-            obs_stats = update_running_stats(obs_stats, traj.raw_obs)
+            obs_stats = update_running_stats(obs_stats,
+                                             distributed.gather_envs(traj.raw_obs, axis))
         new_state = TrainState(
             params=params,
             opt_state=opt_state,
@@ -308,6 +326,7 @@ def make_train(config: TrainConfig) -> Trainer:
             algo_state=algorithm.update_state(state.algo_state, metrics, hp),
             key=key,
             iteration=state.iteration + 1,
+            actors=actors if axis else None,
         )
         return new_state, metrics
 
@@ -322,6 +341,9 @@ def make_train(config: TrainConfig) -> Trainer:
             return state, jax.tree.map(jnp.add, sums, metrics)
 
         return jax.lax.fori_loop(0, num_iterations, body, (state, zeros))
+
+    if axis:
+        train_chunk = distributed.shard_envs(train_chunk, distributed.make_mesh(config))
 
     eval_env = make_env(config.env, config.eval.num_episodes, brax_backend=config.brax_backend)
 

@@ -1,0 +1,171 @@
+"""Training over several devices: a device mesh, data-parallel learners, delayed actor sync.
+
+`config.distributed.axis` says what the D devices split.
+
+- **envs** (data parallel): `make_train` returns a Trainer whose `train_chunk` is one
+  `jax.shard_map` over the mesh axis "envs". Each device holds N/D envs, their
+  trajectories and its own copy of the actor parameters; every SGD step averages the
+  gradients over the devices (`lax.pmean`), so the learner parameters and optimizer state
+  stay identical everywhere. Each device shuffles its own envs into M minibatches of
+  N/(D·M) envs, and advantages are normalised per device and minibatch (as in most
+  data-parallel PPO code). The observation-normalisation statistics are updated from the
+  gathered global batch, and the metrics are averaged (sums: summed) over the devices.
+  Delayed sync (spec §1.1): the actors on device d act with θ_{T−k_d(T)}, the learner's
+  parameters from their last refresh, k_d(T) = min((T + d·stagger) mod S, T); S = 1 is
+  ordinary synchronous training. This lag is exclusive with the lag ring buffer (`lag.*`).
+  The state keeps its single-device layout ([N, ...] envs), so the runner, checkpoints and
+  evaluation need no change; only `actors` [D, ...] is added.
+- **seeds**: the runs (seeds × grid) are independent; `runs_sharding` shards their leading
+  axis over the devices and XLA partitions the vmapped program with no communication.
+
+With D > 1 a run is not bit-identical to the single-device run: every device draws its own
+actions and env resets (the rollout key is folded with the device index) and shuffles its
+own minibatches. With one minibatch per epoch the update itself is the single-device one
+up to reduction order (tests/test_distributed.py compares a sharded run with the same
+per-device programs run by `jax.vmap` on one device).
+
+Multi-host launch (one process per host, every host running the same command)::
+
+    # host 0 (10.0.0.1), host 1: same with --distributed.process-id 1
+    jaxvaco train --env CartPole-v1 --num-envs 1024 --distributed.num-devices 16 \\
+        --distributed.multihost --distributed.coordinator-address 10.0.0.1:1234 \\
+        --distributed.num-processes 2 --distributed.process-id 0
+
+Under SLURM or on Cloud TPU the three coordinator flags can be left out: JAX reads them
+from the environment. `initialize` must run before any other JAX call in the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+
+from jaxvaco.config import ConfigError, DistributedConfig, TrainConfig
+
+AXIS = "envs"
+"""Name of the mesh axis that splits the envs (data parallelism) or the runs."""
+SUMMED_METRICS = ("_sum", "/count")
+"""Metrics that are totals over the envs: summed over the devices; all others are averaged."""
+
+
+def initialize(dist: DistributedConfig) -> None:
+    """`jax.distributed.initialize` when `dist.multihost`; call before any other JAX call.
+
+    Empty / 0 / −1 flags are left to JAX, which reads them from the environment (SLURM,
+    Open MPI, Cloud TPU).
+    """
+    if not dist.multihost:
+        return
+    jax.distributed.initialize(
+        coordinator_address=dist.coordinator_address or None,
+        num_processes=dist.num_processes or None,
+        process_id=None if dist.process_id < 0 else dist.process_id,
+    )
+
+
+def env_axis(config: TrainConfig) -> str | None:
+    """The mesh axis name when the envs of each run are split over devices, else None."""
+    dist = config.distributed
+    return AXIS if dist.num_devices > 1 and dist.axis == "envs" else None
+
+
+def make_mesh(config: TrainConfig) -> Mesh:
+    """A 1-D mesh of `distributed.num_devices` devices (Auto axis type, see shard_envs)."""
+    wanted, present = config.distributed.num_devices, jax.device_count()
+    if wanted > present:
+        raise ConfigError(
+            f"--distributed.num-devices {wanted} is more than the {present} devices JAX sees "
+            f"({jax.devices()[0].platform}). Lower it, or on CPU simulate devices with "
+            f"XLA_FLAGS=--xla_force_host_platform_device_count={wanted} set before JAX starts.")
+    return jax.make_mesh((wanted,), (AXIS,), axis_types=(AxisType.Auto,))
+
+
+def runs_sharding(config: TrainConfig) -> NamedSharding | None:
+    """With axis seeds: the sharding of the leading runs axis of the state; else None."""
+    dist = config.distributed
+    if dist.num_devices == 1 or dist.axis != "seeds":
+        return None
+    return NamedSharding(make_mesh(config), PartitionSpec(AXIS))
+
+
+def init_actors(params: Any, num_devices: int) -> Any:
+    """θ_0 for every device's actors, stacked on a leading device axis [D, ...]."""
+    return jax.tree.map(lambda p: jnp.broadcast_to(p, (num_devices,) + p.shape), params)
+
+
+def sync_delay(iteration: jax.Array, device: jax.Array, dist: DistributedConfig) -> jax.Array:
+    """k_d(T): iterations since device d's actors were last refreshed (clamped at T).
+
+    Device d refreshes when (T + d) mod S == 0 with stagger, when T mod S == 0 without.
+    """
+    offset = device if dist.stagger else 0
+    return jnp.minimum((iteration + offset) % dist.sync_interval, iteration).astype(jnp.int32)
+
+
+def sync_actors(actors: Any, params: Any, iteration: jax.Array, dist: DistributedConfig,
+                axis: str) -> tuple[Any, jax.Array, Any]:
+    """Inside shard_map: refresh this device's actor copy [1, ...] from the learner when due.
+
+    Returns the new copy [1, ...], the delay k_d [1] and the behaviour parameters (the copy
+    without its device axis).
+    """
+    delay = sync_delay(iteration, jax.lax.axis_index(axis), dist)
+    refresh = delay == 0
+    actors = jax.tree.map(lambda a, p: jnp.where(refresh, p[None], a), actors, params)
+    return actors, delay[None], jax.tree.map(lambda a: a[0], actors)
+
+
+def device_key(key: jax.Array, axis: str | None) -> jax.Array:
+    """A key of this device's own (folded with its index); the key itself on one device."""
+    return key if axis is None else jax.random.fold_in(key, jax.lax.axis_index(axis))
+
+
+def mean(tree: Any, axis: str | None) -> Any:
+    """Average over the devices (the gradient all-reduce); identity on one device."""
+    return tree if axis is None else jax.lax.pmean(tree, axis)
+
+
+def gather_envs(x: jax.Array, axis: str | None) -> jax.Array:
+    """[T, N/D, ...] -> [T, N, ...] in the global env order; identity on one device."""
+    return x if axis is None else jax.lax.all_gather(x, axis, axis=1, tiled=True)
+
+
+def reduce_metrics(metrics: dict, axis: str | None) -> dict:
+    """Sum the per-env totals and average the rest over the devices."""
+    if axis is None:
+        return metrics
+    return {name: (jax.lax.psum(v, axis) if name.endswith(SUMMED_METRICS)
+                   else jax.lax.pmean(v, axis)) for name, v in metrics.items()}
+
+
+def state_specs(state: Any) -> Any:
+    """PartitionSpecs of a TrainState: envs and actor copies split, everything else replicated."""
+    split = lambda tree: jax.tree.map(lambda _: PartitionSpec(AXIS), tree)  # noqa: E731
+    replicated = jax.tree.map(lambda _: PartitionSpec(), state)
+    return replicated.replace(obs=PartitionSpec(AXIS), env_state=split(state.env_state),
+                              actors=split(state.actors))
+
+
+def shard_envs(train_chunk: Callable, mesh: Mesh) -> Callable:
+    """Wrap a per-device `train_chunk(state, hp, n)` into one shard_map over the mesh.
+
+    The per-device function stays reachable as `.per_device` (the tests run it under
+    `jax.vmap(..., axis_name=AXIS)` on one device as a reference). The metrics come out
+    already reduced over the devices, hence replicated. `check_vma`
+    is off because gymnax states in a `lax.scan` carry fail the varying-axes check, and the
+    replicated outputs are made equal by the collectives in the step.
+    """
+
+    def sharded_chunk(state, hp, num_iterations):
+        specs = state_specs(state)
+        fn = jax.shard_map(train_chunk, mesh=mesh, in_specs=(specs, PartitionSpec(),
+                                                             PartitionSpec()),
+                           out_specs=(specs, PartitionSpec()), check_vma=False)
+        return fn(state, hp, num_iterations)
+
+    sharded_chunk.per_device = train_chunk
+    return sharded_chunk

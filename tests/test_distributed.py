@@ -1,0 +1,218 @@
+"""Training over a device mesh (`jaxvaco.distributed`).
+
+The multi-device checks need 4 devices, which on CPU JAX only simulates when
+XLA_FLAGS=--xla_force_host_platform_device_count=4 is set before it starts; so they run
+once in a subprocess (`python tests/test_distributed.py`, this file's `worker`) that prints
+its findings as JSON, and the tests below assert on them. The pytest process keeps its
+single device, which the error-message tests use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from jaxvaco.config import ConfigError, DistributedConfig, EvalConfig, LagConfig, TrainConfig
+
+DEVICES = 4
+
+
+def tiny(**dist) -> TrainConfig:
+    """8 envs × 16 steps, one minibatch (so the update does not depend on the shuffle)."""
+    return TrainConfig(env="CartPole-v1", num_envs=8, num_steps=16, total_timesteps=8 * 16 * 8,
+                       update_epochs=2, num_minibatches=1, hidden_sizes=(16, 16),
+                       progress=False, eval=EvalConfig(every_chunks=0, num_episodes=4),
+                       distributed=DistributedConfig(**dist))
+
+
+def worker() -> dict:
+    """Run in a 4-device subprocess; every check returns plain numbers for the parent."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxvaco.distributed import AXIS, runs_sharding, sync_delay
+    from jaxvaco.hparams import hyperparams_from_config
+    from jaxvaco.train import make_train
+
+    jax.config.update("jax_disable_most_optimizations", True)
+    out: dict = {"devices": jax.device_count()}
+    key = jax.random.PRNGKey(0)
+
+    # S = 1: the sharded program equals its per-device programs run by vmap on one device.
+    config = tiny(num_devices=DEVICES)
+    trainer, hp = make_train(config), hyperparams_from_config(config)
+    state = jax.jit(trainer.init)(key, hp)
+    sharded, sums = jax.jit(trainer.train_chunk)(state, hp, jnp.int32(3))
+    split = lambda x: x.reshape((DEVICES, -1) + x.shape[1:])  # noqa: E731
+    local = state.replace(obs=split(state.obs), env_state=jax.tree.map(split, state.env_state),
+                          actors=jax.tree.map(split, state.actors))
+    axes = jax.tree.map(lambda _: None, state).replace(
+        obs=0, env_state=jax.tree.map(lambda _: 0, state.env_state),
+        actors=jax.tree.map(lambda _: 0, state.actors))
+    emulated, emulated_sums = jax.jit(jax.vmap(
+        trainer.train_chunk.per_device, in_axes=(axes, None, None), out_axes=(axes, 0),
+        axis_name=AXIS))(local, hp, jnp.int32(3))
+    leaves = lambda tree: [np.asarray(x) for x in jax.tree.leaves(tree)]  # noqa: E731
+    out["emulation_max_diff"] = max(
+        float(np.abs(a - b).max())
+        for a, b in zip(leaves(sharded.params), leaves(emulated.params), strict=True))
+    out["emulation_obs_diff"] = float(np.abs(
+        np.asarray(sharded.obs) - np.asarray(emulated.obs).reshape(sharded.obs.shape)).max())
+    out["return_sums"] = [float(sums["episode/return_sum"]),
+                          float(emulated_sums["episode/return_sum"][0])]
+    out["params_differ_from_start"] = any(
+        not np.array_equal(a, b) for a, b in zip(leaves(state.params), leaves(sharded.params),
+                                                 strict=True))
+    out["replicas_identical"] = all(
+        all(np.array_equal(np.asarray(s.data), np.asarray(x.addressable_shards[0].data))
+            for s in x.addressable_shards)
+        for x in jax.tree.leaves((sharded.params, sharded.opt_state)))
+    out["sync1"] = {k: float(sums[k]) for k in ("lag/iterations", "tv/backward")}
+
+    # S = 3 staggered: after each iteration, device d's actors hold θ_t of its last refresh t.
+    config = tiny(num_devices=DEVICES, sync_interval=3, stagger=True)
+    trainer = make_train(config)
+    chunk = jax.jit(trainer.train_chunk)
+    state = jax.jit(trainer.init)(key, hp)
+    learner, lag_sum, tv_sum, exact = [state.params], 0.0, 0.0, True
+    for t in range(6):
+        state, sums = chunk(state, hp, jnp.int32(1))
+        lag_sum += float(sums["lag/iterations"])
+        tv_sum += float(sums["tv/backward"])
+        for d in range(DEVICES):
+            last = max(s for s in range(t + 1) if int(sync_delay(s, d, config.distributed)) == 0)
+            actor = jax.tree.map(lambda a, d=d: a[d], state.actors)
+            exact &= all(np.array_equal(a, b) for a, b in zip(leaves(actor),
+                                                             leaves(learner[last]), strict=True))
+        learner.append(state.params)
+    expected = np.mean([[min((t + d) % 3, t) for d in range(DEVICES)] for t in range(6)], 1)
+    out["sync3"] = {"actors_exact": exact, "lag_sum": lag_sum, "tv_sum": tv_sum,
+                    "expected_lag_sum": float(expected.sum())}
+
+    # Seeds over devices: sharding the runs axis changes nothing but placement.
+    config = dataclasses.replace(tiny(num_devices=DEVICES, axis="seeds"), num_seeds=DEVICES)
+    trainer = make_train(config)
+    keys = jax.random.split(key, DEVICES)
+    hps = jax.tree.map(lambda x: jnp.stack([x] * DEVICES), hp)
+    chunk = jax.jit(jax.vmap(trainer.train_chunk, in_axes=(0, 0, None)))
+    init = jax.vmap(trainer.init)
+    placed = jax.jit(init, out_shardings=runs_sharding(config))(keys, hps)
+    plain, _ = chunk(jax.jit(init)(keys, hps), hps, jnp.int32(2))
+    spread, _ = chunk(placed, hps, jnp.int32(2))
+    out["seeds_devices"] = len(spread.obs.sharding.device_set)
+    out["seeds_max_diff"] = max(float(np.abs(a - b).max())
+                                for a, b in zip(leaves(plain.params), leaves(spread.params),
+                                                strict=True))
+    return out
+
+
+def multihost_worker(process_id: int, port: int) -> float:
+    """One of two processes on loopback: initialize, then psum over a 2-device global mesh."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from jaxvaco.distributed import AXIS, initialize
+
+    initialize(DistributedConfig(multihost=True, coordinator_address=f"localhost:{port}",
+                                 num_processes=2, process_id=process_id))
+    mesh = jax.make_mesh((jax.device_count(),), (AXIS,),
+                         axis_types=(jax.sharding.AxisType.Auto,))
+    local = jnp.full((1,), process_id + 1.0)
+    x = jax.make_array_from_process_local_data(NamedSharding(mesh, PartitionSpec(AXIS)), local)
+    total = jax.jit(jax.shard_map(lambda v: jax.lax.psum(v, AXIS), mesh=mesh,
+                                  in_specs=PartitionSpec(AXIS), out_specs=PartitionSpec()))(x)
+    return float(total.addressable_data(0)[0])
+
+
+@pytest.fixture(scope="module")
+def found() -> dict:
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES}",
+               JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_sharded_equals_per_device_programs(found):
+    assert found["devices"] == DEVICES
+    assert found["emulation_max_diff"] < 1e-5
+    assert found["emulation_obs_diff"] == 0.0
+    assert found["return_sums"][0] == found["return_sums"][1]
+    assert found["params_differ_from_start"]
+
+
+def test_learner_identical_on_every_device(found):
+    assert found["replicas_identical"]
+
+
+def test_sync_every_iteration_has_no_lag(found):
+    assert found["sync1"] == {"lag/iterations": 0.0, "tv/backward": 0.0}
+
+
+def test_actors_hold_learner_params_of_last_refresh(found):
+    assert found["sync3"]["actors_exact"]
+
+
+def test_sync_interval_raises_lag(found):
+    sync3 = found["sync3"]
+    assert sync3["lag_sum"] == pytest.approx(sync3["expected_lag_sum"])
+    assert sync3["lag_sum"] > 0 and sync3["tv_sum"] > 0
+
+
+def test_seeds_over_devices(found):
+    assert found["seeds_devices"] == DEVICES
+    assert found["seeds_max_diff"] < 1e-5
+
+
+@pytest.mark.parametrize("changes, words", [
+    (dict(num_envs=6, num_minibatches=1), "divisible by --distributed.num-devices"),
+    (dict(num_minibatches=4), "must divide the envs per device"),
+    (dict(lag=LagConfig(max_delay=2)), "exclusive"),
+    (dict(num_seeds=3, distributed=DistributedConfig(num_devices=4, axis="seeds")),
+     "multiple of --distributed.num-devices"),
+])
+def test_clear_config_errors(changes, words):
+    from jaxvaco.config import validate
+
+    with pytest.raises(ConfigError, match=words):
+        validate(dataclasses.replace(tiny(num_devices=DEVICES), **changes))
+
+
+def test_multihost_initialize_and_psum_on_loopback():
+    """Two CPU processes (gloo collectives): each contributes process_id + 1, psum = 3."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("localhost", 0))
+        port = sock.getsockname()[1]
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    procs = [subprocess.Popen([sys.executable, __file__, "multihost", str(i), str(port)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    for proc, (stdout, stderr) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, stderr[-3000:]
+        assert float(stdout.strip().splitlines()[-1]) == 3.0
+
+
+def test_more_devices_than_present():
+    from jaxvaco.train import make_train
+
+    with pytest.raises(ConfigError, match="more than the 1 devices"):
+        make_train(tiny(num_devices=2))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["multihost"]:
+        print(multihost_worker(int(sys.argv[2]), int(sys.argv[3])))
+    else:
+        print(json.dumps(worker()))
