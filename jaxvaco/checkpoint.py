@@ -101,10 +101,11 @@ def config_changes(saved: TrainConfig, new: TrainConfig) -> list[str]:
 def resume_conflicts(saved: TrainConfig, new: TrainConfig, iterations_done: int) -> list[str]:
     """Why `new` cannot continue a run started with `saved` (empty when it can).
 
-    Any field outside `RESUMABLE_CHANGES` must be equal, with one exception: a larger
-    --total-timesteps extends a run whose learning rate is constant (--no-anneal-lr) and
-    whose chunk length is fixed (--chunk-iterations), since then the iterations done so
-    far are exactly those of the longer run.
+    Any field outside `RESUMABLE_CHANGES` must be equal, with one exception: a different
+    --total-timesteps (not below the iterations done) extends or shortens a run whose
+    learning rate is constant (--no-anneal-lr) and whose chunk length is fixed
+    (--chunk-iterations), since then the iterations done so far are exactly those of the
+    run with the new length.
     """
     problems = config_changes(saved, new)
     if _extends(saved, new, iterations_done):

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import tyro
 
+from jaxvaco import distributed
 from jaxvaco.config import ConfigError, TrainConfig
 from jaxvaco.runner import RunControl
 from jaxvaco.sweep import SweepConfig
@@ -63,6 +64,7 @@ def train_command(argv: list[str]) -> int:
         return 2
     args = tyro.cli(TrainArgs, args=argv, default=default, prog="jaxvaco train",
                     description="Train an agent; all seeds run in one compiled program.")
+    distributed.initialize(args.config.distributed)  # multi-host: before any JAX computation
     try:
         result = run(args.config, control=args.control, resume=args.resume or None)
     except ConfigError as error:

@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxvaco import distributed
 from jaxvaco.checkpoint import Checkpointer, resume_conflicts
 from jaxvaco.config import ConfigError, TrainConfig, from_dict, to_dict, validate
 from jaxvaco.hparams import Hyperparams, hyperparams_from_config
@@ -53,7 +54,8 @@ class RunControl:
     """How a run is checkpointed and logged; nothing here changes what it computes."""
 
     checkpoint_every: int = 5
-    """Save a checkpoint every this many chunks (always at the end and on SIGINT/SIGTERM)."""
+    """Save a checkpoint every this many chunks; always at the end and on SIGINT/SIGTERM
+    (0 = only then)."""
     keep_checkpoints: int = 3
     """Keep the newest this many checkpoints; 0 saves none (Ctrl-C then just stops)."""
     tensorboard: bool = False
@@ -162,19 +164,25 @@ class Compiled:
     """The jitted entry points of a Trainer, vmapped over runs (keys and hyperparameters)."""
 
     def __init__(self, trainer: Trainer):
-        self.init = jax.jit(jax.vmap(trainer.init))
+        sharding = distributed.runs_sharding(trainer.config)  # runs over devices, or None
+        shard = {} if sharding is None else {"out_shardings": sharding}
+        self.init = jax.jit(jax.vmap(trainer.init), **shard)
         self.chunk = jax.jit(jax.vmap(trainer.train_chunk, in_axes=(0, 0, None)))
         self.evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, None)),
                                 static_argnums=2)
         self.finite = jax.jit(jax.vmap(all_finite))
 
 
-def evaluate_policy(compiled: Compiled, state: TrainState, iteration: int
+def evaluate_policy(compiled: Compiled, state: TrainState, iteration: int, runs: list[dict]
                     ) -> dict[str, np.ndarray]:
-    """Greedy and stochastic evaluation returns, mean over episodes, per run."""
-    num_runs = state.iteration.shape[0]
+    """Greedy and stochastic evaluation returns, mean over episodes, per run.
+
+    The episodes depend only on the run's seed and the iteration, so runs that differ
+    only in a swept hyperparameter are evaluated on the same episodes.
+    """
     base = jax.random.PRNGKey(10_000 + iteration)
-    keys = jax.vmap(lambda k: jax.random.fold_in(base, k))(jnp.arange(num_runs))
+    seeds = jnp.asarray([run["seed"] for run in runs])
+    keys = jax.vmap(lambda seed: jax.random.fold_in(base, seed))(seeds)
     out = {}
     for mode, greedy in (("greedy", True), ("stochastic", False)):
         returns = np.asarray(compiled.evaluate(state, keys, greedy))
@@ -369,7 +377,8 @@ class Session:
 
     def checkpoint_due(self, loop: LoopState) -> bool:
         every = self.control.checkpoint_every
-        return loop.iteration == self.config.num_iterations or (every and loop.chunk % every == 0)
+        return loop.iteration == self.config.num_iterations or (
+            every > 0 and loop.chunk % every == 0)
 
     def chunk(self, state: TrainState, loop: LoopState, clock: float, timed: bool
               ) -> tuple[TrainState, LoopState, list[dict], dict]:
@@ -395,7 +404,7 @@ class Session:
         evaluate_now = loop.iteration == config.num_iterations or (
             config.eval.every_chunks and loop.chunk % config.eval.every_chunks == 0)
         if evaluate_now:
-            latest = evaluate_policy(self.compiled, new_state, loop.iteration)
+            latest = evaluate_policy(self.compiled, new_state, loop.iteration, self.runs)
             loop.latest_eval = {k: v.tolist() for k, v in latest.items()}
         rows = chunk_rows(sums, n, info, self.runs)
         for r, row in enumerate(rows):
@@ -432,6 +441,8 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
     control = control or RunControl()
     validate(config)
     validate_grid(config, grid or {})
+    if control.checkpoint_every < 0 or control.keep_checkpoints < 0:
+        raise ConfigError("--checkpoint-every and --keep-checkpoints must be >= 0.")
     config, grid, run_dir, store = open_run(config, grid, control,
                                             None if resume is None else Path(resume))
     try:
@@ -456,13 +467,14 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
     finally:
         if store is not None:
             store.close()
-    summary = summarize(rows, loop, len(runs))
+    summary = summarize(rows, loop, len(runs), config.batch_size)
     if config.progress and not stop.signal:
         print_summary(config, run_dir, runs, summary)
     return RunResult(config, run_dir, runs, state, rows, summary, stop.signal)
 
 
-def summarize(rows: list[dict], loop: LoopState, num_runs: int) -> dict[str, np.ndarray]:
+def summarize(rows: list[dict], loop: LoopState, num_runs: int, batch_size: int
+              ) -> dict[str, np.ndarray]:
     """Per-run final train return (last chunk with episodes), eval returns, throughput."""
     final_train = np.full(num_runs, np.nan)
     for row in rows:
@@ -471,6 +483,6 @@ def summarize(rows: list[dict], loop: LoopState, num_runs: int) -> dict[str, np.
     return {
         "train_return": final_train,
         **{k: np.asarray(v) for k, v in loop.latest_eval.items()},
-        "env_steps": np.full(num_runs, rows[-1]["env_steps"]),
+        "env_steps": np.full(num_runs, loop.iteration * batch_size),
         "sps": np.array(loop.timed_steps / loop.train_time if loop.train_time else np.nan),
     }

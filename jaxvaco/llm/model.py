@@ -42,7 +42,10 @@ class ModelConfig:
 
 
 def attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
-    """softmax(q·kᵀ/√D_h, keys where mask) · v; q [B, S, H, D_h], k, v [B, T, H, D_h], mask [S, T]."""
+    """softmax(q·kᵀ/√D_h over the keys where mask)·v.
+
+    q [B, S, H, D_h], k and v [B, T, H, D_h], mask [S, T] (or broadcastable).
+    """
     logits = jnp.einsum("bshd,bthd->bhst", q, k) / jnp.sqrt(q.shape[-1]).astype(q.dtype)
     logits = jnp.where(mask, logits, jnp.finfo(logits.dtype).min)
     return jnp.einsum("bhst,bthd->bshd", jax.nn.softmax(logits, axis=-1), v)

@@ -73,8 +73,8 @@ def _step(rng: np.random.Generator, x: int, packs_used: bool) -> tuple[str, list
         k = 3 if 3 * x <= 99 and rng.random() < 0.5 else 2
         return f"{('doubles', 'triples')[k - 2]} .", [f"{x} * {k} = {x * k} ."], x * k
     a, b = int(rng.integers(2, 5)), int(rng.integers(2, 6))
-    return (f"buys {a} packs of {b} .", [f"{a} * {b} = {a * b} .", f"{x} + {a * b} = {x + a * b} ."],
-            x + a * b)
+    equations = [f"{a} * {b} = {a * b} .", f"{x} + {a * b} = {x + a * b} ."]
+    return f"buys {a} packs of {b} .", equations, x + a * b
 
 
 def make_problem(rng: np.random.Generator, level: int) -> tuple[str, str, int]:

@@ -77,7 +77,7 @@ class RLConfig:
     group_size: int = 8  # G completions per prompt
     epochs: int = 1  # E
     minibatches: int = 4  # M (of whole groups)
-    learning_rate: float = 1e-4
+    learning_rate: float = 5e-5
     max_grad_norm: float = 1.0
     temperature: float = 1.0
     clip_eps: float = 0.2  # GRPO
@@ -118,7 +118,6 @@ def make_rl(model: Transformer, config: RLConfig) -> RL:
     """GRPO or GRPO+VACO (config.algo) for `model` under spec §1.1's lag model."""
     optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                             optax.adam(config.learning_rate))
-    batch = config.num_prompts * config.group_size
     use_kl = config.kl_coef > 0
 
     def logp_of(params, tokens):

@@ -1,0 +1,267 @@
+"""Tests of the LLM setting (`jaxvaco.llm`, spec §5): task, transformer, losses, lag, RL.
+
+References are NumPy re-implementations of the loss equations and an explicit
+synchronous training loop; the models are tiny so that the module runs in well under a
+minute on two CPU cores.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxvaco.llm import losses, task
+from jaxvaco.llm.model import ModelConfig, Transformer, init_cache, sample, token_logp
+from jaxvaco.llm.train import RLConfig, accuracy, make_rl, warm_start
+
+pytestmark = pytest.mark.usefixtures("fast_compile")
+
+TINY = ModelConfig(len(task.VOCAB), task.SEQ_LEN, d_model=32, num_layers=1, num_heads=2)
+
+
+@pytest.fixture(scope="module")
+def problems():
+    held_out = task.test_sets(size=16)
+    return held_out, task.train_pool(512, 0, held_out)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    model = Transformer(TINY)
+    params = model.init(jax.random.key(0), jnp.zeros((1, task.SEQ_LEN), jnp.int32))
+    return model, params
+
+
+@pytest.fixture(scope="module")
+def other_params():
+    """A reference policy ≠ θ_0: its KL term moves θ even when every reward is 0."""
+    return Transformer(TINY).init(jax.random.key(1), jnp.zeros((1, task.SEQ_LEN), jnp.int32))
+
+
+def rewards_of(prompt: str, completions: list[str], answer: int) -> np.ndarray:
+    """Reward of each completion text after `prompt`, via the token-level parser."""
+    p = task.encode(prompt)
+    rows = np.full((len(completions), task.SEQ_LEN), task.PAD, np.int32)
+    for i, c in enumerate(completions):
+        ids = p + task.encode(c)
+        rows[i, : len(ids)] = ids
+    n = len(completions)
+    return np.asarray(task.reward(jnp.asarray(rows), jnp.full(n, len(p)), jnp.full(n, answer)))
+
+
+def test_reward_well_formed_and_malformed():
+    prompt = "<bos> ann has 7 pens . gets 5 more . how many pens ?"
+    cases = {
+        "7 + 5 = 12 . ans 12 <eos>": 1,
+        "ans 12 <eos>": 1,  # only the final answer is checked
+        "ans 012 <eos>": 1,
+        "ans 3 . ans 12 <eos>": 1,  # the last "ans" counts
+        "ans 12 <eos> ans 3 <eos>": 1,  # everything after the first <eos> is ignored
+        "7 + 5 = 12 . ans 13 <eos>": 0,  # wrong
+        "7 + 5 = 12 . ans 12": 0,  # no <eos>
+        "7 + 5 = 12 . 12 <eos>": 0,  # no "ans"
+        "ans <eos>": 0,  # no digits
+        "ans 1 2 . <eos>": 0,  # a non-digit after the number
+        "ans pens 12 <eos>": 0,
+        "ans 00012 <eos>": 0,  # more than MAX_ANSWER_DIGITS digits
+        "<eos> ans 12 <eos>": 0,  # "ans" only after the first <eos>
+        "": 0,
+        "<eos>": 0,
+    }
+    np.testing.assert_array_equal(rewards_of(prompt, list(cases), 12), list(cases.values()))
+
+
+def test_reward_ignores_the_prompt():
+    """An "ans" or <eos> in the prompt region is not part of the completion."""
+    rows = jnp.asarray([task.encode("<bos> ans 4 <eos> ans 4 <eos>") + [task.PAD] * 58])
+    np.testing.assert_array_equal(task.reward(rows, jnp.array([4]), jnp.array([4])), [1.0])
+    np.testing.assert_array_equal(task.reward(rows, jnp.array([7]), jnp.array([4])), [0.0])
+
+
+def test_problems_are_consistent(problems):
+    held_out, pool = problems
+    for p in (held_out, pool):
+        np.testing.assert_array_equal(task.reward(p.sequences, p.prompt_len, p.answers), 1.0)
+    seen = {tuple(np.asarray(r)) for r in held_out.prompts}
+    assert not any(tuple(np.asarray(r)) in seen for r in pool.prompts)
+    np.testing.assert_array_equal(np.bincount(np.asarray(held_out.level))[1:], [16, 16, 16])
+    text = task.decode(held_out.sequences[0])
+    assert text.startswith("<bos>") and text.endswith(f"ans {int(held_out.answers[0])} <eos>")
+
+
+def test_kv_cache_decode_equals_uncached_forward(tiny, problems):
+    model, params = tiny
+    tokens = problems[1].sequences[:3]
+
+    def step(cache, t):
+        logits, cache = model.apply(params, tokens[:, t], t, cache, method=Transformer.decode)
+        return cache, logits
+
+    _, cached = jax.lax.scan(step, init_cache(TINY, 3, task.SEQ_LEN), jnp.arange(task.SEQ_LEN))
+    np.testing.assert_allclose(cached.transpose(1, 0, 2), model.apply(params, tokens),
+                               atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_sampler_logp_equals_forward_pass(tiny, problems, temperature):
+    model, params = tiny
+    pool = problems[1]
+    out = sample(model, params, pool.prompts[:8], pool.prompt_len[:8], jax.random.key(1),
+                 temperature)
+    gen, tokens = np.asarray(out.generated), np.asarray(out.tokens)
+    for row, n in enumerate(np.asarray(pool.prompt_len[:8])):
+        np.testing.assert_array_equal(tokens[row, :n], pool.prompts[row, :n])
+        eos = np.flatnonzero(tokens[row, n:] == task.EOS)
+        end = n + eos[0] + 1 if eos.size else task.SEQ_LEN  # one past the completion
+        np.testing.assert_array_equal(gen[row], (np.arange(1, task.SEQ_LEN) >= n)
+                                      & (np.arange(1, task.SEQ_LEN) < end))
+        assert (tokens[row, end:] == task.PAD).all()
+    full = token_logp(model, params, out.tokens, temperature)
+    np.testing.assert_allclose(np.where(gen, full, 0.0), out.logp, atol=1e-5)
+
+
+def np_group_advantages(rewards, group_size):
+    g = rewards.reshape(-1, group_size)
+    return ((g - g.mean(1, keepdims=True)) / (g.std(1, keepdims=True) + 1e-6)).ravel()
+
+
+def np_grpo(logp, logp_b, adv, valid, eps):
+    r = np.exp(logp - logp_b)
+    a = np.broadcast_to(adv[:, None], r.shape)
+    s = np.minimum(r * a, np.clip(r, 1 - eps, 1 + eps) * a)
+    clipped = (np.abs(r - 1) > eps) & (a * (r - 1) > 0)
+    return -s[valid].mean(), clipped[valid].mean()
+
+
+def np_vaco(logp, logp_anchor, adv, valid, delta, kind):
+    r = np.exp(logp - logp_anchor)
+    a = np.broadcast_to(adv[:, None], r.shape)
+    tv = 0.5 * np.abs(r - 1)
+    exceeded = {"batch": tv[valid].mean() >= delta, "sample": tv >= delta, "none": False}[kind]
+    m = ~(exceeded & (a * (r - 1) > 0))
+    return -(m * r * a)[valid].mean(), 1 - m[valid].mean()
+
+
+def random_batch(seed, spread):
+    rng = np.random.default_rng(seed)
+    shape = (6, 9)
+    logp_b = np.log(rng.uniform(0.05, 1.0, shape)).astype(np.float32)
+    logp = (logp_b + rng.normal(0, spread, shape)).astype(np.float32)
+    valid = rng.random(shape) < 0.7
+    rewards = rng.integers(0, 2, 6).astype(np.float32)
+    return logp, logp_b, rewards, valid
+
+
+def test_group_advantages_match_numpy():
+    rewards = np.array([1, 0, 0, 1, 1, 1, 0, 1, 0, 0, 0, 0], np.float32)
+    np.testing.assert_allclose(losses.group_advantages(jnp.asarray(rewards), 4),
+                               np_group_advantages(rewards, 4), rtol=1e-6)
+    np.testing.assert_array_equal(losses.group_advantages(jnp.asarray(rewards), 4)[8:], 0.0)
+
+
+@pytest.mark.parametrize("seed, spread", [(0, 0.05), (1, 0.5), (2, 1.0)])
+def test_grpo_loss_matches_numpy(seed, spread):
+    logp, logp_b, rewards, valid = random_batch(seed, spread)
+    adv = np_group_advantages(rewards, 3)
+    loss, frac = losses.grpo_policy_loss(*map(jnp.asarray, (logp, logp_b, adv, valid)), 0.2)
+    ref_loss, ref_frac = np_grpo(logp, logp_b, adv, valid, 0.2)
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(frac, ref_frac, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["batch", "sample", "none"])
+@pytest.mark.parametrize("seed, spread", [(0, 0.05), (1, 0.5), (2, 1.0)])
+def test_vaco_loss_matches_numpy(kind, seed, spread):
+    logp, logp_t, rewards, valid = random_batch(seed, spread)
+    adv = np_group_advantages(rewards, 3)
+    loss, frac = losses.vaco_policy_loss(*map(jnp.asarray, (logp, logp_t, adv, valid)), 0.2,
+                                         kind)
+    ref_loss, ref_frac = np_vaco(logp, logp_t, adv, valid, 0.2, kind)
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(frac, ref_frac, rtol=1e-6)
+    if kind == "batch":  # the batch test fires or not with the spread, as the data decide
+        assert (frac > 0) == (0.5 * np.abs(np.exp(logp - logp_t) - 1)[valid].mean() >= 0.2)
+
+
+def test_vaco_gradient_at_anchor_is_policy_gradient():
+    """At θ = anchor (r = 1, nothing filtered), ∇L = −mean_v(Â·∇log π_θ), as GRPO's."""
+    logp, _, rewards, valid = random_batch(3, 0.0)
+    adv = jnp.asarray(np_group_advantages(rewards, 3))
+    grad_vaco = jax.grad(lambda lp: losses.vaco_policy_loss(
+        lp, jnp.asarray(logp), adv, jnp.asarray(valid), 0.2, "batch")[0])(jnp.asarray(logp))
+    grad_grpo = jax.grad(lambda lp: losses.grpo_policy_loss(
+        lp, jnp.asarray(logp), adv, jnp.asarray(valid), 0.2)[0])(jnp.asarray(logp))
+    np.testing.assert_allclose(grad_vaco, grad_grpo, rtol=1e-6)
+    expected = -np.where(valid, np.asarray(adv)[:, None], 0.0) / valid.sum()
+    np.testing.assert_allclose(grad_vaco, expected, rtol=1e-6, atol=1e-9)
+
+
+def test_k3_kl():
+    logp, logp_ref, _, valid = random_batch(4, 0.3)
+    u = logp_ref - logp
+    np.testing.assert_allclose(losses.k3_kl(jnp.asarray(logp), jnp.asarray(logp_ref),
+                                            jnp.asarray(valid)),
+                               (np.expm1(u) - u)[valid].mean(), rtol=1e-5)
+
+
+RL_TINY = RLConfig(num_prompts=2, group_size=4, epochs=2, minibatches=2, learning_rate=1e-3,
+                   kl_coef=0.1, max_delay=2)
+
+
+def test_k0_equals_synchronous_training(tiny, other_params, problems):
+    """With K = 0 the lagged loop is the synchronous one: every generation step samples
+    with the current θ (an explicit loop over `iteration`), whatever the buffer size."""
+    model, params = tiny
+    pool = problems[1]
+    rl = make_rl(model, RL_TINY)
+    state = rl.init(params, jax.random.key(3))
+    step = jax.jit(rl.train_step)
+    iteration = jax.jit(rl.iteration)
+    sync_params, sync_opt, key = params, state.opt_state, state.key
+    for _ in range(3):
+        state, metrics = step(state, jnp.int32(0), pool, other_params)
+        key, _, k_iter = jax.random.split(key, 3)
+        sync_params, sync_opt, sync_metrics = iteration(sync_params, sync_opt, sync_params,
+                                                        k_iter, pool, other_params)
+        assert float(metrics["tv/backward"]) < 1e-6  # sampler vs forward-pass rounding
+        np.testing.assert_allclose(metrics["tv/total"], sync_metrics["tv/total"], rtol=1e-5)
+    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(sync_params), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(jax.tree.leaves(state.params)[0], jax.tree.leaves(params)[0])
+
+
+def test_lag_uses_parameters_k_steps_old(tiny, other_params, problems):
+    """With K = 2: the delay is min(K, T), and β = θ_{T−2} differs from π_T (TV > 0)."""
+    model, params = tiny
+    rl = make_rl(model, RL_TINY)
+    state = rl.init(params, jax.random.key(4))
+    step = jax.jit(rl.train_step)
+    lags, tvs = [], []
+    for _ in range(4):
+        state, metrics = step(state, jnp.int32(2), problems[1], other_params)
+        lags.append(float(metrics["lag/iterations"]))
+        tvs.append(float(metrics["tv/backward"]))
+    assert lags == [0.0, 1.0, 2.0, 2.0]
+    assert tvs[0] < 1e-6 and min(tvs[1:]) > 1e-3
+
+
+@pytest.mark.slow
+def test_tiny_end_to_end_improves_held_out_accuracy():
+    """A short warm start, then GRPO+VACO on one-step problems: held-out accuracy goes up."""
+    model = Transformer(ModelConfig(len(task.VOCAB), task.SEQ_LEN))
+    held_out = task.test_sets(size=64)
+    held_out = held_out._replace(level=jnp.where(held_out.level == 1, 1, 0))  # level 1 only
+    pool = task.train_pool(8192, 1, held_out)
+    params = model.init(jax.random.key(0), pool.sequences[:1])
+    params, _ = jax.jit(lambda p: warm_start(model, p, pool, jax.random.key(5), 300, 64, 1e-3))(
+        params)
+    before = float(jax.jit(lambda p: accuracy(model, p, held_out))(params)[0])
+    level1 = pool.level == 1
+    pool = jax.tree.map(lambda x: x[np.flatnonzero(level1)], pool)
+    rl = make_rl(model, RLConfig(algo="vaco", learning_rate=1e-4))
+    chunk = jax.jit(rl.chunk, static_argnums=5)
+    _, _, after = chunk(rl.init(params, jax.random.key(6)), jnp.int32(0), pool, params,
+                        held_out, 40)
+    assert float(after[0]) > before + 0.05, (before, after)
