@@ -1,16 +1,29 @@
 """Shared plumbing of the experiment scripts: run a named variant as one program, with the
 lag K (and any other hyperparameter) vmapped beside the seeds, append tidy rows to a CSV,
-and skip variants the CSV already holds (so a killed script resumes where it stopped)."""
+and skip variants the CSV already holds (so a killed script resumes where it stopped).
+
+A variant interrupted midway resumes from its newest checkpoint. Under heavy CPU load
+we met a rare XLA CPU runtime hang (see jaxvaco/__init__.py): `hang_watchdog` ends the
+process with HANG_EXIT_CODE when it has used no CPU for a while, and the script's
+`--retry-hangs` loop (`run_with_retries`) starts it again, which resumes.
+"""
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import os
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from jaxvaco.config import TrainConfig
 from jaxvaco.runner import run
+
+HANG_EXIT_CODE = 75
 
 FIELDS = ["env", "algo", "variant", "K", "seed", "step", "return", "eval_greedy",
           "eval_stochastic", "lag/iterations", "lag/sgd_steps", "tv/backward", "tv/forward",
@@ -58,10 +71,40 @@ def run_variant(base: TrainConfig, env: str, variant: str, overrides: dict,
     config = replace_nested(base, env=env, run_name=f"{env}__{variant}",
                             results_dir=str(results_dir), **overrides)
     config = replace_nested(config, **{"lag.max_delay": max(lags)})
-    result = run(config, grid={"lag_delay": list(lags)})
+    run_dir = results_dir / config.run_name
+    resume = run_dir if (run_dir / "checkpoints").is_dir() and any(
+        (run_dir / "checkpoints").iterdir()) else None
+    result = run(config, grid={"lag_delay": list(lags)}, resume=resume)
+    if result.stop_signal:  # interrupted: the checkpoint is saved, the rows are incomplete
+        sys.exit(128 + result.stop_signal)
     new = not csv_path.exists()
     with open(csv_path, "a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         if new:
             writer.writeheader()
         writer.writerows(tidy_rows(result, env, config.algo, variant))
+
+
+def hang_watchdog(idle_seconds: float = 180.0, period: float = 30.0) -> None:
+    """Exit with HANG_EXIT_CODE if this process uses < 1 s of CPU in `idle_seconds`."""
+
+    def watch():
+        history = []
+        while True:
+            time.sleep(period)
+            history = (history + [time.process_time()])[-int(idle_seconds / period) - 1:]
+            if len(history) > idle_seconds / period and history[-1] - history[0] < 1.0:
+                print(f"watchdog: no CPU progress in {idle_seconds:.0f} s, exiting to retry",
+                      file=sys.stderr, flush=True)
+                os._exit(HANG_EXIT_CODE)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def run_with_retries(module: str, argv: list[str], attempts: int = 5) -> int:
+    """Run `python -m module argv` again while it exits with HANG_EXIT_CODE."""
+    for _ in range(attempts):
+        code = subprocess.call([sys.executable, "-m", module, *argv])
+        if code != HANG_EXIT_CODE:
+            return code
+    return code
