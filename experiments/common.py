@@ -2,10 +2,10 @@
 lag K (and any other hyperparameter) vmapped beside the seeds, append tidy rows to a CSV,
 and skip variants the CSV already holds (so a killed script resumes where it stopped).
 
-A variant interrupted midway resumes from its newest checkpoint. Under heavy CPU load
-we met a rare XLA CPU runtime hang (see jaxvaco/__init__.py): `hang_watchdog` ends the
-process with HANG_EXIT_CODE when it has used no CPU for a while, and the script's
-`--retry-hangs` loop (`run_with_retries`) starts it again, which resumes.
+A variant interrupted midway resumes from its newest checkpoint. As a safety net for
+long runs (we met an XLA CPU runtime hang, now avoided in `runner.Compiled`),
+`hang_watchdog` ends the process with HANG_EXIT_CODE when it has used no CPU for a while,
+and the script's `--retry-hangs` loop (`run_with_retries`) starts it again, which resumes.
 """
 
 from __future__ import annotations

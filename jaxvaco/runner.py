@@ -166,7 +166,10 @@ class Compiled:
     def __init__(self, trainer: Trainer):
         sharding = distributed.runs_sharding(trainer.config)  # runs over devices, or None
         shard = {} if sharding is None else {"out_shardings": sharding}
-        self.init = jax.jit(jax.vmap(trainer.init), **shard)
+        # lax.map, not vmap: executing the vmapped init (orthogonal initialisers, batched
+        # over many runs) deterministically hung XLA's CPU runtime here (e.g. 80 runs).
+        self.init = jax.jit(lambda keys, hp: jax.lax.map(lambda run: trainer.init(*run),
+                                                         (keys, hp)), **shard)
         self.chunk = jax.jit(jax.vmap(trainer.train_chunk, in_axes=(0, 0, None)))
         self.evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, None)),
                                 static_argnums=2)
