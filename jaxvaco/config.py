@@ -83,26 +83,30 @@ class VtraceConfig:
 @dataclasses.dataclass(frozen=True)
 class VacoConfig:
     """Options of `vaco` (spec §3.1). Which parts are [paper] and which [ours] is stated
-    in `jaxvaco.algos.vaco`."""
+    in `jaxvaco.algos.vaco`. The defaults were chosen by the stated experiment of spec §3.2
+    (`experiments/vaco_design.py`, README "VACO: ... choosing the defaults"): anchor β,
+    value-only alignment, batch filter at the paper's δ = 0.2 [ours]; spec §3.1's original
+    recipe is `--vaco.anchor learner --vaco.align vtrace --vaco.advantage-form weighted`."""
 
     delta: float = 0.2
     """δ: TV threshold of the filter [paper: 0.2]."""
     filter: Literal["batch", "sample", "none"] = "batch"
     """batch: filter when the minibatch TV estimate D ≥ δ; sample: when ½|r_i − 1| ≥ δ;
     none: keep every sample (align only)."""
-    align: Advantages = "vtrace"
-    """vtrace: V-trace with π_T and V_T once per iteration; values: GAE with V_T (no IS);
-    gae: GAE from the recorded values (filter only)."""
-    anchor: Literal["learner", "behavior"] = "learner"
-    """Denominator of r: π_T (learner) or β (behavior)."""
+    align: Advantages = "values"
+    """vtrace [paper]: V-trace with π_T and V_T once per iteration; values [ours, default]:
+    GAE recomputed with the learner's critic V_T (no IS); gae: recorded values (filter only)."""
+    anchor: Literal["learner", "behavior"] = "behavior"
+    """Denominator of r: β (behavior, default: the constraint covers backward and forward
+    lag) or π_T (learner: forward lag only, spec §3.1)."""
     rho_bar: float = 1.0
     """ρ̄ of the alignment's V-trace."""
     c_bar: float = 1.0
     """c̄ of the alignment's V-trace."""
-    advantage_form: AdvantageForm = "weighted"
-    """weighted: ρ_t inside Â_t as V-trace defines it, then per-minibatch normalisation
-    (spec §3.1); normalize_then_weight [ours]: normalise the unweighted advantage, then
-    multiply by ρ_t, so the normalisation's mean shift is importance-weighted too."""
+    advantage_form: AdvantageForm = "normalize_then_weight"
+    """With align vtrace: weighted = ρ_t inside Â_t, then per-minibatch normalisation
+    (spec §3.1); normalize_then_weight [ours, default]: normalise the unweighted advantage,
+    then multiply by ρ_t, so the normalisation's mean shift is importance-weighted too."""
 
 
 @dataclasses.dataclass(frozen=True)
