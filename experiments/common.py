@@ -5,11 +5,12 @@ and skip variants the CSV already holds (so a killed script resumes where it sto
 A variant interrupted midway resumes from its newest checkpoint. As a safety net for
 long runs (we met an XLA CPU runtime hang, now avoided in `runner.Compiled`),
 `hang_watchdog` ends the process with HANG_EXIT_CODE when it has used no CPU for a while,
-and the script's `--retry-hangs` loop (`run_with_retries`) starts it again, which resumes.
+and the script's `--retry-hangs` loop (`parse_with_retries`) starts it again, which resumes.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import dataclasses
 import os
@@ -101,10 +102,22 @@ def hang_watchdog(idle_seconds: float = 180.0, period: float = 30.0) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def run_with_retries(module: str, argv: list[str], attempts: int = 5) -> int:
-    """Run `python -m module argv` again while it exits with HANG_EXIT_CODE."""
-    for _ in range(attempts):
-        code = subprocess.call([sys.executable, "-m", module, *argv])
-        if code != HANG_EXIT_CODE:
-            return code
-    return code
+def parse_with_retries(parser: argparse.ArgumentParser, module: str) -> argparse.Namespace:
+    """Parse the script's arguments, adding --retry-hangs.
+
+    With --retry-hangs the script reruns itself as `python -m module` in a child process,
+    restarted (and so resumed) while it exits with HANG_EXIT_CODE; this process then exits
+    with the child's code. Otherwise it starts `hang_watchdog` and returns the arguments.
+    """
+    parser.add_argument("--retry-hangs", action="store_true",
+                        help="run in a child process, restarted (resuming) if it hangs")
+    args = parser.parse_args()
+    if args.retry_hangs:
+        argv = [a for a in sys.argv[1:] if a != "--retry-hangs"]
+        for _ in range(5):
+            code = subprocess.call([sys.executable, "-m", module, *argv])
+            if code != HANG_EXIT_CODE:
+                break
+        sys.exit(code)
+    hang_watchdog()
+    return args

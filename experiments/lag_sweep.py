@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from experiments.common import hang_watchdog, run_variant, run_with_retries
+from experiments.common import parse_with_retries, run_variant
 from jaxvaco import analysis
 from jaxvaco.config import ALGOS, EvalConfig, LagConfig, TrainConfig
 
@@ -90,13 +89,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=16)
     parser.add_argument("--steps", type=int, help="env steps per run (default: per env)")
     parser.add_argument("--plot-only", action="store_true")
-    parser.add_argument("--retry-hangs", action="store_true",
-                        help="run in a child process, restarted (resuming) if XLA hangs")
-    args = parser.parse_args()
-    if args.retry_hangs:
-        argv = [a for a in sys.argv[1:] if a != "--retry-hangs"]
-        sys.exit(run_with_retries("experiments.lag_sweep", argv))
-    hang_watchdog()
+    args = parse_with_retries(parser, "experiments.lag_sweep")
     OUT.mkdir(parents=True, exist_ok=True)
     csv_path = OUT / "lag_sweep.csv"
     if not args.plot_only:

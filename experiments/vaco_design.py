@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-from experiments.common import hang_watchdog, run_variant, run_with_retries
+from experiments.common import parse_with_retries, run_variant
 from jaxvaco.analysis import iqm, normalize_score
 from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
 
@@ -125,13 +124,7 @@ def main() -> None:
                         help="env steps per run (default: 500k prototype/diagnose, 300k grid)")
     parser.add_argument("--only", nargs="*", help="run only these variant names")
     parser.add_argument("--summary-only", action="store_true")
-    parser.add_argument("--retry-hangs", action="store_true",
-                        help="run in a child process, restarted (resuming) if XLA hangs")
-    args = parser.parse_args()
-    if args.retry_hangs:
-        argv = [a for a in sys.argv[1:] if a != "--retry-hangs"]
-        sys.exit(run_with_retries("experiments.vaco_design", argv))
-    hang_watchdog()
+    args = parse_with_retries(parser, "experiments.vaco_design")
     OUT.mkdir(parents=True, exist_ok=True)
     csv_path = OUT / f"{args.stage}.csv"
     if args.stage == "prototype":
