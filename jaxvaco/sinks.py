@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +75,12 @@ class TensorBoardSink:
             raise ConfigError("--tensorboard needs tensorboardX: pip install tensorboardX "
                               "(or the jaxvaco[logging] extra).") from None
         purge = None if resume_step is None else resume_step + 1
+        # Event files are named by the second they were opened in: a unique suffix keeps a
+        # run resumed within the same second from overwriting the file it continues.
+        suffix = f".{time.time_ns()}"
         self._writers = [SummaryWriter(str(run_dir / "tensorboard" / run_label(run)),
-                                       purge_step=purge) for run in runs]
+                                       purge_step=purge, filename_suffix=suffix)
+                         for run in runs]
 
     def write(self, rows: list[dict], info: dict) -> None:
         for writer, row in zip(self._writers, rows, strict=True):
