@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from references import vtrace_reference
 
 from jaxvaco.algos import impala, ppo, ppo_kl, spo, vaco
 from jaxvaco.algos.common import Batch, normalize_advantages, total_loss
@@ -327,27 +328,6 @@ SPEC = EnvSpec(name="test", family="gymnax", obs_shape=(OBS_DIM,), discrete=True
                max_episode_steps=100)
 
 
-def vtrace_reference(rewards, values, next_values, terminated, truncated, log_ratio,
-                     gamma, lam, rho_bar, c_bar):
-    """Spec §2 V-trace, loop over time (the same equations as in test_estimators.py)."""
-    steps, envs = rewards.shape
-    vs = np.zeros((steps, envs))
-    adv = np.zeros((steps, envs))
-    for n in range(envs):
-        for t in reversed(range(steps)):
-            ratio = np.exp(log_ratio[t, n])
-            rho, c = min(rho_bar, ratio), lam * min(c_bar, ratio)
-            if terminated[t, n]:
-                v_next, vs_next = 0.0, 0.0
-            elif truncated[t, n] or t == steps - 1:
-                v_next, vs_next = next_values[t, n], next_values[t, n]
-            else:
-                v_next, vs_next = values[t + 1, n], vs[t + 1, n]
-            delta = rho * (rewards[t, n] + gamma * v_next - values[t, n])
-            vs[t, n] = values[t, n] + delta + gamma * c * (vs_next - v_next)
-            q = rewards[t, n] + gamma * (lam * vs_next + (1 - lam) * v_next)
-            adv[t, n] = rho * (q - values[t, n])
-    return adv, vs
 
 
 @pytest.fixture(scope="module")
