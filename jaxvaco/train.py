@@ -206,12 +206,11 @@ def make_train(config: TrainConfig) -> Trainer:
     weight_after_normalization = (algorithm.advantages == "vtrace"
                                   and algorithm.advantage_form == "normalize_then_weight")
 
-    def estimate(traj: Rollout, next_values, learner_logp, learner_values,
+    def estimate(traj: Rollout, rewards, next_values, learner_logp, learner_values,
                  learner_next_values, hp: Hyperparams):
         """The per-iteration advantages, targets and policy-gradient weights (None = 1) of
-        the algorithm: its "align" step."""
+        the algorithm: its "align" step. `rewards` are the scaled ones learning uses."""
         ends = (traj.terminated, traj.truncated)
-        rewards = traj.rewards * hp.reward_scale
         if algorithm.advantages == "gae":
             return gae(rewards, traj.values, next_values, *ends, hp.gamma,
                        hp.gae_lambda), None
@@ -287,10 +286,10 @@ def make_train(config: TrainConfig) -> Trainer:
         next_values = behavior_value(behavior_params, traj.final_obs)
         learner_logp, learner_values, learner_next_values, sub_learner = learner_view(
             state.params, traj)
-        targets, pg_weights = estimate(traj, next_values, learner_logp, learner_values,
-                                       learner_next_values, hp)
-        batch = Batch(traj.obs, traj.actions, traj.logp, traj.values, next_values,
-                      traj.rewards * hp.reward_scale,
+        rewards = traj.rewards * hp.reward_scale
+        targets, pg_weights = estimate(traj, rewards, next_values, learner_logp,
+                                       learner_values, learner_next_values, hp)
+        batch = Batch(traj.obs, traj.actions, traj.logp, traj.values, next_values, rewards,
                       traj.terminated, traj.truncated, traj.final_obs, learner_logp,
                       targets.advantages, targets.targets, pg_weights)
         params, opt_state, metrics = update(state, batch, hp, k_update)
