@@ -7,6 +7,7 @@ the ratio is the result, absolute numbers are context).
     python experiments/throughput.py                 # all comparisons
     python experiments/throughput.py --only ref seeds
     python experiments/throughput.py --total 2e6 --repeats 5
+    python experiments/throughput.py --devices 4     # 1, 2, 4 devices (simulated on a CPU)
 
 Comparisons (CartPole-v1, 256 envs × 128 steps, 4 epochs × 4 minibatches, 64×64 tanh):
   ref    jaxvaco PPO (1 seed) / the single-file reference ../shared/bench/ref_ppo_cartpole.py
@@ -14,6 +15,9 @@ Comparisons (CartPole-v1, 256 envs × 128 steps, 4 epochs × 4 minibatches, 64×
   brax   the same two figures on a Brax environment at its default backend
   vaco   VACO / PPO at K = 0
   lag    PPO at K = 16 (uniform, 4 groups) / PPO at K = 0
+  devices  (with --devices N) PPO data-parallel over D = 2, 4, ..., N devices / 1 device,
+           global and local shuffle. On a CPU the "devices" share the same cores, so this
+           measures the overhead of sharding and collectives, not a speed-up.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import argparse
 import dataclasses
 import importlib.util
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -30,7 +35,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.config import LagConfig, TrainConfig
+from jaxvaco.config import DistributedConfig, LagConfig, TrainConfig
 from jaxvaco.runner import Compiled, expand_runs
 from jaxvaco.train import make_train
 
@@ -122,13 +127,45 @@ def compare_lag(base: TrainConfig, args) -> dict:
                   "ppo K=0", "goal >= 0.95")
 
 
+def device_counts(most: int) -> list[int]:
+    """1, 2, 4, ... up to `most` (and `most` itself)."""
+    counts = [1]
+    while counts[-1] * 2 <= most:
+        counts.append(counts[-1] * 2)
+    return counts if counts[-1] == most else counts + [most]
+
+
+def compare_devices(base: TrainConfig, args) -> dict:
+    programs = {}
+    for devices in device_counts(args.devices):
+        shuffles = ("global", "local") if devices > 1 else ("global",)
+        for shuffle in shuffles:
+            dist = DistributedConfig(num_devices=devices, shuffle=shuffle)
+            name = f"{devices} device(s)" + (f", {shuffle}" if devices > 1 else "")
+            programs[name] = jaxvaco_program(dataclasses.replace(base, distributed=dist))
+    sps = side_by_side(programs, args.repeats)
+    most = f"{args.devices} device(s), global"
+    return report(f"data-parallel PPO over devices (CartPole-v1, {base.num_envs} envs)", sps,
+                  most, "1 device(s)", "CPU: overhead only; accelerators: scaling")
+
+
+def simulate_cpu_devices(count: int) -> None:
+    """Re-run this script with XLA simulating `count` CPU devices (must precede JAX's start)."""
+    flag = f"--xla_force_host_platform_device_count={count}"
+    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip())
+    print(f"only {jax.device_count()} CPU device(s): restarting with XLA_FLAGS={flag}",
+          flush=True)
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
 COMPARISONS = {"ref": compare_reference, "seeds": compare_seeds, "brax": compare_brax,
-               "vaco": compare_vaco, "lag": compare_lag}
+               "vaco": compare_vaco, "lag": compare_lag, "devices": compare_devices}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="+", choices=list(COMPARISONS), default=list(COMPARISONS))
+    parser.add_argument("--only", nargs="+", choices=list(COMPARISONS),
+                        help="default: all but devices; with --devices N: devices only")
     parser.add_argument("--total", type=float, default=1e6, help="env steps per seed")
     parser.add_argument("--num-envs", type=int, default=256)
     parser.add_argument("--seeds", type=int, default=16)
@@ -138,8 +175,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--brax-total", type=int, default=262_144)
     parser.add_argument("--reference", type=Path,
                         default=DEFAULT_REFERENCE / "ref_ppo_cartpole.py")
+    parser.add_argument("--devices", type=int, default=0,
+                        help="compare data-parallel training on 1, 2, 4, ... N devices")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
+    if args.only is None:
+        args.only = ["devices"] if args.devices else [c for c in COMPARISONS if c != "devices"]
+    if "devices" in args.only:
+        if args.devices < 2:
+            sys.exit("the devices comparison needs --devices N with N >= 2")
+        if jax.device_count() < args.devices:
+            if jax.default_backend() != "cpu":
+                sys.exit(f"--devices {args.devices}: only {jax.device_count()} "
+                         f"{jax.default_backend()} device(s) present")
+            simulate_cpu_devices(args.devices)
     if "ref" in args.only and not args.reference.exists():
         sys.exit(f"reference script not found at {args.reference}; pass --reference PATH "
                  "or drop 'ref' from --only")

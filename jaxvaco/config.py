@@ -139,6 +139,13 @@ class DistributedConfig:
     stagger: bool = False
     """Device d refreshes at iterations T with (T + d) mod S == 0 (asynchronous workers);
     otherwise all devices refresh together at T mod S == 0."""
+    shuffle: Literal["global", "local"] = "global"
+    """Minibatches with axis envs. "global": every device gathers the whole batch, the
+    minibatches are the single-device run's (one shuffle of all N envs) and device d trains
+    on the d-th slice of each; advantage normalisation and VACO's batch filter use
+    minibatch-wide statistics, so S = 1 equals the single-device run up to reduction order.
+    "local": each device shuffles only its own envs and normalises per device (no batch
+    communication; the usual data-parallel PPO)."""
     multihost: bool = False
     """Call `jax.distributed.initialize` before building the mesh (one process per host)."""
     coordinator_address: str = ""
@@ -310,8 +317,8 @@ def _validate_distributed(config: TrainConfig) -> None:
     local = config.num_envs // devices
     _require(local % config.num_minibatches == 0,
              f"--num-minibatches {config.num_minibatches} must divide the envs per device "
-             f"({config.num_envs}/{devices} = {local}): each device splits its own envs into "
-             f"minibatches. Try --num-minibatches "
+             f"({config.num_envs}/{devices} = {local}): every minibatch holds the same number "
+             f"of envs from each device. Try --num-minibatches "
              f"{_nearest_divisor(local, config.num_minibatches)}.")
     _require(config.lag.max_delay == 0,
              "--lag.max-delay and --distributed.num-devices > 1 with --distributed.axis envs "

@@ -6,10 +6,13 @@
   `jax.shard_map` over the mesh axis "envs". Each device holds N/D envs, their
   trajectories and its own copy of the actor parameters; every SGD step averages the
   gradients over the devices (`lax.pmean`), so the learner parameters and optimizer state
-  stay identical everywhere. Each device shuffles its own envs into M minibatches of
-  N/(D·M) envs, and advantages are normalised per device and minibatch (as in most
-  data-parallel PPO code). The observation-normalisation statistics are updated from the
+  stay identical everywhere. The observation-normalisation statistics are updated from the
   gathered global batch, and the metrics are averaged (sums: summed) over the devices.
+  Minibatches (`distributed.shuffle`): "global" (default) gathers the batch on every
+  device, shuffles all N envs with the same key as the single-device run and gives device
+  d the d-th slice of each minibatch; advantage normalisation and VACO's batch filter
+  reduce over the whole minibatch (`minibatch_mean`). "local" shuffles and normalises
+  each device's own envs (no batch all-gather: less memory and communication).
   Delayed sync (spec §1.1): the actors on device d act with θ_{T−k_d(T)}, the learner's
   parameters from their last refresh, k_d(T) = min((T + d·stagger) mod S, T); S = 1 is
   ordinary synchronous training. This lag is exclusive with the lag ring buffer (`lag.*`).
@@ -18,11 +21,10 @@
 - **seeds**: the runs (seeds × grid) are independent; `runs_sharding` shards their leading
   axis over the devices and XLA partitions the vmapped program with no communication.
 
-With D > 1 a run is not bit-identical to the single-device run: every device draws its own
-actions and env resets (the rollout key is folded with the device index) and shuffles its
-own minibatches. With one minibatch per epoch the update itself is the single-device one
-up to reduction order (tests/test_distributed.py compares a sharded run with the same
-per-device programs run by `jax.vmap` on one device).
+Every env acts and resets with its own key (`env_keys`: the device's slice of
+split(key, N)), so with S = 1 and the global shuffle a D-device run is the single-device
+run up to floating-point reduction order (tests/test_distributed.py compares 4 simulated
+devices with 1, for PPO and for VACO with its batch filter firing).
 
 Multi-host launch (one process per host, every host running the same command)::
 
@@ -119,9 +121,35 @@ def sync_actors(actors: Any, params: Any, iteration: jax.Array, dist: Distribute
     return actors, delay[None], jax.tree.map(lambda a: a[0], actors)
 
 
+def minibatch_axis(config: TrainConfig) -> str | None:
+    """The mesh axis over which one minibatch is spread ("global" shuffle), else None."""
+    return env_axis(config) if config.distributed.shuffle == "global" else None
+
+
 def device_key(key: jax.Array, axis: str | None) -> jax.Array:
     """A key of this device's own (folded with its index); the key itself on one device."""
     return key if axis is None else jax.random.fold_in(key, jax.lax.axis_index(axis))
+
+
+def local_part(x: jax.Array, axis: str | None, dim: int) -> jax.Array:
+    """This device's contiguous 1/D block of `x` along `dim`; `x` itself on one device."""
+    if axis is None:
+        return x
+    size = x.shape[dim] // jax.lax.axis_size(axis)
+    return jax.lax.dynamic_slice_in_dim(x, jax.lax.axis_index(axis) * size, size, axis=dim)
+
+
+def env_keys(key: jax.Array, num_envs: int, axis: str | None) -> jax.Array:
+    """This device's slice of split(key, N), one key per env of the whole run.
+
+    Env i's randomness depends only on its key, not on how the envs are split over devices.
+    """
+    return local_part(jax.random.split(key, num_envs), axis, dim=0)
+
+
+def minibatch_mean(x: jax.Array, axis: str | None) -> jax.Array:
+    """Mean of `x` over a minibatch spread evenly over the devices (plain mean on one)."""
+    return mean(x.mean(), axis)
 
 
 def mean(tree: Any, axis: str | None) -> Any:

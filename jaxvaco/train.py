@@ -141,6 +141,7 @@ def make_train(config: TrainConfig) -> Trainer:
     """Build env, network, algorithm and the pure functions of one run (one seed)."""
     validate(config)
     axis = distributed.env_axis(config)  # None on one device: every hook below is the identity
+    mb_axis = distributed.minibatch_axis(config)
     devices = config.distributed.num_devices if axis else 1
     local_envs = config.num_envs // devices
     env: VecEnv = make_env(config.env, local_envs, brax_backend=config.brax_backend)
@@ -153,16 +154,19 @@ def make_train(config: TrainConfig) -> Trainer:
     num_groups = config.lag.num_groups if lagged else 1
     metric_envs = jnp.arange(0, local_envs, config.num_minibatches)  # TV subsample
 
-    def policy_step(params, obs, key):
-        pi, value = network.apply(params, obs)
+    def act(params, obs, key):
+        """One env: a ~ π(·|s) drawn with the env's own key, log π(a|s), V(s)."""
+        pi, value = network.apply(params, obs[None])
         action = pi.sample(seed=key)
-        return action, pi.log_prob(action), value
+        return action[0], pi.log_prob(action)[0], value[0]
 
-    def behavior_step(params, obs, key):
+    policy_step = jax.vmap(act, in_axes=(None, 0, 0))  # [n] envs, [n] keys
+
+    def behavior_step(params, obs, keys):
         if not lagged:
-            return policy_step(params, obs, key)
-        keys = jax.random.split(key, num_groups)
-        return per_group(policy_step, True, num_groups)(params, obs, keys)
+            return policy_step(params, obs, keys)
+        return per_group(policy_step, True, num_groups)(params, obs,
+                                                         split_groups(keys, num_groups))
 
     behavior_value = per_group(lambda p, o: network.apply(p, o, method="value"), lagged, num_groups)
 
@@ -189,10 +193,11 @@ def make_train(config: TrainConfig) -> Trainer:
     def rollout(state: TrainState, behavior_params, key):
         def step(carry, step_key):
             obs, env_state = carry
-            k_act, k_env = jax.random.split(step_key)
+            k_act, k_env = (distributed.env_keys(k, config.num_envs, axis)
+                            for k in jax.random.split(step_key))
             norm_obs = normalize(state.obs_stats, obs)
             action, logp, value = behavior_step(behavior_params, norm_obs, k_act)
-            env_state, out = env.step(k_env, env_state, action)
+            env_state, out = env.step_envs(k_env, env_state, action)
             record = Rollout(norm_obs, obs if config.normalize_obs else None, action, logp,
                              value, out.reward, out.terminated, out.truncated,
                              normalize(state.obs_stats, out.final_obs), out.completed_return,
@@ -248,7 +253,7 @@ def make_train(config: TrainConfig) -> Trainer:
     def sgd_step(carry, mb: Batch, hp: Hyperparams, algo_state, lr):
         params, opt_state = carry
         grads, metrics = jax.grad(total_loss, has_aux=True)(
-            params, network.apply, mb, hp, algo_state, algorithm, config.norm_adv)
+            params, network.apply, mb, hp, algo_state, algorithm, config.norm_adv, mb_axis)
         grads = distributed.mean(grads, axis)
         updates, opt_state = make_optimizer(hp).update(grads, opt_state, params)
         updates = jax.tree.map(lambda u: -lr * u, updates)
@@ -256,14 +261,20 @@ def make_train(config: TrainConfig) -> Trainer:
         return (optax.apply_updates(params, updates), opt_state), metrics
 
     def update(state: TrainState, batch: Batch, hp: Hyperparams, key):
+        """E epochs × M minibatches. With the "global" shuffle the devices gather the batch,
+        shuffle all N envs alike and each trains on its 1/D slice of every minibatch."""
         lr = learning_rate(config, hp, state.iteration)
+        if mb_axis:
+            batch = jax.tree.map(lambda x: distributed.gather_envs(x, mb_axis), batch)
 
         def epoch(carry, epoch_key):
             mbs = minibatches(batch, epoch_key, config.num_minibatches)
+            mbs = jax.tree.map(lambda x: distributed.local_part(x, mb_axis, dim=2), mbs)
             return jax.lax.scan(lambda c, mb: sgd_step(c, mb, hp, state.algo_state, lr),
                                 carry, mbs)
 
-        keys = jax.random.split(distributed.device_key(key, axis), config.update_epochs)
+        shuffle_key = key if mb_axis else distributed.device_key(key, axis)
+        keys = jax.random.split(shuffle_key, config.update_epochs)
         (params, opt_state), metrics = jax.lax.scan(
             epoch, (state.params, state.opt_state), keys)
         return params, opt_state, jax.tree.map(jnp.mean, metrics)
@@ -281,8 +292,7 @@ def make_train(config: TrainConfig) -> Trainer:
                 state.actors, state.params, state.iteration, config.distributed, axis)
         else:
             history, delays, behavior_params = None, jnp.zeros((1,), jnp.int32), state.params
-        obs, env_state, traj = rollout(state, behavior_params,
-                                       distributed.device_key(k_roll, axis))
+        obs, env_state, traj = rollout(state, behavior_params, k_roll)
         next_values = behavior_value(behavior_params, traj.final_obs)
         learner_logp, learner_values, learner_next_values, sub_learner = learner_view(
             state.params, traj)

@@ -18,15 +18,22 @@ import sys
 import numpy as np
 import pytest
 
-from jaxvaco.config import ConfigError, DistributedConfig, EvalConfig, LagConfig, TrainConfig
+from jaxvaco.config import (
+    ConfigError,
+    DistributedConfig,
+    EvalConfig,
+    LagConfig,
+    TrainConfig,
+    VacoConfig,
+)
 
 DEVICES = 4
 
 
 def tiny(**dist) -> TrainConfig:
-    """8 envs × 16 steps, one minibatch (so the update does not depend on the shuffle)."""
+    """8 envs × 16 steps, 2 epochs × 2 minibatches."""
     return TrainConfig(env="CartPole-v1", num_envs=8, num_steps=16, total_timesteps=8 * 16 * 8,
-                       update_epochs=2, num_minibatches=1, hidden_sizes=(16, 16),
+                       update_epochs=2, num_minibatches=2, hidden_sizes=(16, 16),
                        progress=False, eval=EvalConfig(every_chunks=0, num_episodes=4),
                        distributed=DistributedConfig(**dist))
 
@@ -36,7 +43,7 @@ def worker() -> dict:
     import jax
     import jax.numpy as jnp
 
-    from jaxvaco.distributed import AXIS, runs_sharding, sync_delay
+    from jaxvaco.distributed import runs_sharding, sync_delay
     from jaxvaco.hparams import hyperparams_from_config
     from jaxvaco.train import make_train
 
@@ -44,36 +51,39 @@ def worker() -> dict:
     out: dict = {"devices": jax.device_count()}
     key = jax.random.PRNGKey(0)
 
-    # S = 1: the sharded program equals its per-device programs run by vmap on one device.
-    config = tiny(num_devices=DEVICES)
-    trainer, hp = make_train(config), hyperparams_from_config(config)
-    state = jax.jit(trainer.init)(key, hp)
-    sharded, sums = jax.jit(trainer.train_chunk)(state, hp, jnp.int32(3))
-    split = lambda x: x.reshape((DEVICES, -1) + x.shape[1:])  # noqa: E731
-    local = state.replace(obs=split(state.obs), env_state=jax.tree.map(split, state.env_state),
-                          actors=jax.tree.map(split, state.actors))
-    axes = jax.tree.map(lambda _: None, state).replace(
-        obs=0, env_state=jax.tree.map(lambda _: 0, state.env_state),
-        actors=jax.tree.map(lambda _: 0, state.actors))
-    emulated, emulated_sums = jax.jit(jax.vmap(
-        trainer.train_chunk.per_device, in_axes=(axes, None, None), out_axes=(axes, 0),
-        axis_name=AXIS))(local, hp, jnp.int32(3))
+    # S = 1: 4 devices equal 1 device, with 2 minibatches per epoch (the "global" shuffle),
+    # advantage normalisation on, and VACO's batch filter firing (δ small).
     leaves = lambda tree: [np.asarray(x) for x in jax.tree.leaves(tree)]  # noqa: E731
-    out["emulation_max_diff"] = max(
-        float(np.abs(a - b).max())
-        for a, b in zip(leaves(sharded.params), leaves(emulated.params), strict=True))
-    out["emulation_obs_diff"] = float(np.abs(
-        np.asarray(sharded.obs) - np.asarray(emulated.obs).reshape(sharded.obs.shape)).max())
-    out["return_sums"] = [float(sums["episode/return_sum"]),
-                          float(emulated_sums["episode/return_sum"][0])]
-    out["params_differ_from_start"] = any(
-        not np.array_equal(a, b) for a, b in zip(leaves(state.params), leaves(sharded.params),
-                                                 strict=True))
+    max_diff = lambda a, b: max(float(np.abs(x - y).max())  # noqa: E731
+                                for x, y in zip(leaves(a), leaves(b), strict=True))
+    for name, changes in (("ppo", {}), ("vaco", {"algo": "vaco", "vaco": VacoConfig(delta=1e-4)})):
+        results = {}
+        for devices in (1, DEVICES):
+            config = dataclasses.replace(tiny(num_devices=devices), **changes)
+            trainer, hp = make_train(config), hyperparams_from_config(config)
+            state = jax.jit(trainer.init)(key, hp)
+            results[devices] = (state, *jax.jit(trainer.train_chunk)(state, hp, jnp.int32(3)))
+        (start, one, one_sums), (_, four, four_sums) = results[1], results[DEVICES]
+        out[name] = {
+            "params_max_diff": max_diff(one.params, four.params),
+            "params_change": max_diff(start.params, one.params),
+            "obs_diff": float(np.abs(np.asarray(one.obs) - np.asarray(four.obs)).max()),
+            "return_sums": [float(one_sums["episode/return_sum"]),
+                            float(four_sums["episode/return_sum"])],
+            "filter_fraction": float(four_sums.get("filter/fraction", 0.0)),
+        }
+        if name == "ppo":
+            ppo_four, ppo_sums = four, four_sums
+    config = tiny(num_devices=DEVICES, shuffle="local")
+    local, hp = make_train(config), hyperparams_from_config(config)
+    local_state, _ = jax.jit(local.train_chunk)(jax.jit(local.init)(key, hp), hp, jnp.int32(3))
+    out["local_shuffle_differs"] = max_diff(ppo_four.params, local_state.params)
+
     out["replicas_identical"] = all(
         all(np.array_equal(np.asarray(s.data), np.asarray(x.addressable_shards[0].data))
             for s in x.addressable_shards)
-        for x in jax.tree.leaves((sharded.params, sharded.opt_state)))
-    out["sync1"] = {k: float(sums[k]) for k in ("lag/iterations", "tv/backward")}
+        for x in jax.tree.leaves((four.params, four.opt_state, local_state.params)))
+    out["sync1"] = {k: float(ppo_sums[k]) for k in ("lag/iterations", "tv/backward")}
 
     # S = 3 staggered: after each iteration, device d's actors hold θ_t of its last refresh t.
     config = tiny(num_devices=DEVICES, sync_interval=3, stagger=True)
@@ -141,16 +151,28 @@ def found() -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_sharded_equals_per_device_programs(found):
+@pytest.mark.parametrize("algo", ["ppo", "vaco"])
+def test_four_devices_equal_one_device(found, algo):
+    """S = 1, 2 minibatches: the same run up to reduction order, and the run did learn."""
+    result = found[algo]
     assert found["devices"] == DEVICES
-    assert found["emulation_max_diff"] < 1e-5
-    assert found["emulation_obs_diff"] == 0.0
-    assert found["return_sums"][0] == found["return_sums"][1]
-    assert found["params_differ_from_start"]
+    assert result["params_change"] > 1e-3
+    assert result["params_max_diff"] < 1e-5
+    assert result["obs_diff"] == 0.0
+    assert result["return_sums"][0] == result["return_sums"][1]
+
+
+def test_vaco_batch_filter_fired_in_equivalence_run(found):
+    assert found["vaco"]["filter_fraction"] > 0
 
 
 def test_learner_identical_on_every_device(found):
     assert found["replicas_identical"]
+
+
+def test_local_shuffle_is_a_different_update(found):
+    """Per-device shuffles pick other minibatches, so the run departs from the global one."""
+    assert found["local_shuffle_differs"] > 1e-4
 
 
 def test_sync_every_iteration_has_no_lag(found):

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxvaco.distributed import minibatch_mean
 from jaxvaco.estimators import vtrace
 from jaxvaco.hparams import Hyperparams
 
@@ -68,9 +69,11 @@ class Algorithm(NamedTuple):
     update_state: Callable[[dict, dict, Hyperparams], dict] = lambda state, metrics, hp: state
 
 
-def normalize_advantages(advantages: jax.Array) -> jax.Array:
-    """(Â − mean Â) / (std Â + 1e-8) over the minibatch."""
-    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+def normalize_advantages(advantages: jax.Array, axis: str | None = None) -> jax.Array:
+    """(Â − mean Â) / (std Â + 1e-8) over the minibatch (spread over the devices of `axis`)."""
+    mean = minibatch_mean(advantages, axis)
+    std = jnp.sqrt(minibatch_mean(jnp.square(advantages - mean), axis))
+    return (advantages - mean) / (std + 1e-8)
 
 
 def half_abs_deviation(log_ratio: jax.Array) -> jax.Array:
@@ -94,8 +97,14 @@ def total_loss(
     algo_state: dict,
     algo: Algorithm,
     norm_adv: bool,
+    axis: str | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """The loss of one minibatch and its metrics."""
+    """The loss of one minibatch and its metrics.
+
+    `axis`: the mesh axis a minibatch is spread over ("global" shuffle), for the
+    minibatch-wide advantage normalisation; the loss itself is this device's mean, whose
+    gradient the trainer averages over the devices.
+    """
     pi, values = apply_fn(params, batch.obs)
     logp = pi.log_prob(batch.actions)
     advantages, targets = batch.advantages, batch.targets
@@ -108,7 +117,7 @@ def total_loss(
             hp.gamma, hp.gae_lambda, hp.rho_bar, hp.c_bar,
         )
     if norm_adv:
-        advantages = normalize_advantages(advantages)
+        advantages = normalize_advantages(advantages, axis)
     if batch.pg_weights is not None:
         advantages = advantages * batch.pg_weights
     pg_loss, metrics = algo.policy_loss(logp, advantages, batch, hp, algo_state)

@@ -29,16 +29,21 @@ import jax.numpy as jnp
 
 from jaxvaco.algos.common import Algorithm, Batch, half_abs_deviation, removed_gradient
 from jaxvaco.config import TrainConfig
+from jaxvaco.distributed import minibatch_axis, minibatch_mean
 from jaxvaco.hparams import Hyperparams
 
 
 def tv_filter_mask(
-    log_ratio: jax.Array, advantages: jax.Array, delta: jax.Array, kind: str
+    log_ratio: jax.Array, advantages: jax.Array, delta: jax.Array, kind: str,
+    axis: str | None = None,
 ) -> jax.Array:
-    """m_i ∈ {0, 1}: 0 where the sample's gradient would push TV beyond δ."""
+    """m_i ∈ {0, 1}: 0 where the sample's gradient would push TV beyond δ.
+
+    `axis`: the mesh axis the minibatch is spread over, so that D is minibatch-wide.
+    """
     tv = half_abs_deviation(log_ratio)
     if kind == "batch":
-        exceeded = jnp.broadcast_to(tv.mean() >= delta, tv.shape)
+        exceeded = jnp.broadcast_to(minibatch_mean(tv, axis) >= delta, tv.shape)
     elif kind == "sample":
         exceeded = tv >= delta
     else:
@@ -47,21 +52,24 @@ def tv_filter_mask(
 
 
 def filtered_surrogate(
-    logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Array, delta: jax.Array, kind: str
+    logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Array, delta: jax.Array, kind: str,
+    axis: str | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """(−mean(sg(m)·r·Â), m)."""
     log_ratio = logp - logp_anchor
-    mask = jax.lax.stop_gradient(tv_filter_mask(log_ratio, advantages, delta, kind))
+    mask = jax.lax.stop_gradient(tv_filter_mask(log_ratio, advantages, delta, kind, axis))
     return -jnp.mean(mask * jnp.exp(log_ratio) * advantages), mask
 
 
 def make(config: TrainConfig) -> Algorithm:
     options = config.vaco
     anchor_is_learner = options.anchor == "learner"
+    axis = minibatch_axis(config)
 
     def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state):
         anchor = batch.logp_learner if anchor_is_learner else batch.logp_behavior
-        loss, mask = filtered_surrogate(logp, anchor, advantages, hp.delta, options.filter)
+        loss, mask = filtered_surrogate(logp, anchor, advantages, hp.delta, options.filter,
+                                         axis)
         return loss, {"filter/fraction": 1.0 - mask.mean()}
 
     return Algorithm(

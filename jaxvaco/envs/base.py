@@ -73,21 +73,36 @@ class StepResult(NamedTuple):
 
 
 class VecEnv(abc.ABC):
-    """A batch of ``num_envs`` auto-resetting environments with a pure functional interface."""
+    """A batch of ``num_envs`` auto-resetting environments with a pure functional interface.
+
+    Environment i draws its randomness only from its own key ``split(key, num_envs)[i]``, so
+    a batch split over devices (each stepping its slice of the keys with ``step_envs``)
+    replays exactly the environments of the unsplit batch.
+    """
 
     def __init__(self, spec: EnvSpec, num_envs: int):
         self.spec = spec
         self.num_envs = num_envs
 
-    @abc.abstractmethod
     def reset(self, key: jax.Array) -> tuple[jax.Array, VecEnvState]:
         """Reset all environments; returns float32 obs ``[num_envs, *obs_shape]`` and the state."""
+        return self.reset_envs(jax.random.split(key, self.num_envs))
 
-    @abc.abstractmethod
     def step(
         self, key: jax.Array, state: VecEnvState, action: jax.Array
     ) -> tuple[VecEnvState, StepResult]:
         """Step all environments with ``action`` (leading axis ``[num_envs]``), auto-resetting."""
+        return self.step_envs(jax.random.split(key, self.num_envs), state, action)
+
+    @abc.abstractmethod
+    def reset_envs(self, keys: jax.Array) -> tuple[jax.Array, VecEnvState]:
+        """``reset`` with one key per environment, ``keys`` [num_envs]."""
+
+    @abc.abstractmethod
+    def step_envs(
+        self, keys: jax.Array, state: VecEnvState, action: jax.Array
+    ) -> tuple[VecEnvState, StepResult]:
+        """``step`` with one key per environment, ``keys`` [num_envs]."""
 
 
 def initial_state(inner: Any, num_envs: int) -> VecEnvState:

@@ -139,23 +139,19 @@ class BraxVecEnv(VecEnv):
         self.backend = backend
         super().__init__(_spec_of(name, self._env, max_episode_steps), num_envs)
 
-    def _reset_inner(self, key: jax.Array):
-        """Reset every environment with its own key."""
-        return jax.vmap(self._env.reset)(jax.random.split(key, self.num_envs))
-
-    def reset(self, key: jax.Array) -> tuple[jax.Array, VecEnvState]:
-        """Reset all environments."""
-        inner = self._reset_inner(key)
+    def reset_envs(self, keys: jax.Array) -> tuple[jax.Array, VecEnvState]:
+        """Reset all environments, each with its own key."""
+        inner = jax.vmap(self._env.reset)(keys)
         return inner.obs.astype(jnp.float32), initial_state(inner, self.num_envs)
 
-    def step(self, key: jax.Array, state: VecEnvState, action: jax.Array):
-        """Step all environments; finished ones are replaced by a fresh reset drawn from ``key``."""
+    def step_envs(self, keys: jax.Array, state: VecEnvState, action: jax.Array):
+        """Step all environments; finished ones are replaced by a fresh reset from their key."""
         action = jnp.clip(action, -1.0, 1.0)
         stepped = jax.vmap(self._env.step)(state.inner, action)
         terminated = stepped.done.astype(bool)
         hit_limit = state.episode_length + 1 >= self.spec.max_episode_steps
         truncated = hit_limit & ~terminated
-        inner = _select_tree(terminated | truncated, self._reset_inner(key), stepped)
+        inner = _select_tree(terminated | truncated, jax.vmap(self._env.reset)(keys), stepped)
         return finish_step(
             state,
             inner,

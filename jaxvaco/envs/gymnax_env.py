@@ -74,15 +74,13 @@ class GymnaxVecEnv(VecEnv):
         high = jnp.asarray(self.spec.action_high, jnp.float32)
         return jnp.clip(action.astype(jnp.float32), low, high)
 
-    def reset(self, key: jax.Array) -> tuple[jax.Array, VecEnvState]:
-        """Reset all environments."""
-        keys = jax.random.split(key, self.num_envs)
+    def reset_envs(self, keys: jax.Array) -> tuple[jax.Array, VecEnvState]:
+        """Reset all environments, each with its own key."""
         obs, inner = jax.vmap(self._env.reset, in_axes=(0, None))(keys, self._params)
         return obs.astype(jnp.float32), initial_state(inner, self.num_envs)
 
-    def step(self, key: jax.Array, state: VecEnvState, action: jax.Array):
-        """Step all environments (gymnax auto-resets finished ones)."""
-        keys = jax.random.split(key, self.num_envs)
+    def step_envs(self, keys: jax.Array, state: VecEnvState, action: jax.Array):
+        """Step all environments, each with its own key (gymnax auto-resets finished ones)."""
         obs, inner, reward, terminated, truncated, info = jax.vmap(
             self._env.step, in_axes=(0, 0, 0, None)
         )(keys, state.inner, self._prepare_action(action), self._params)
