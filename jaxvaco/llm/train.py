@@ -70,6 +70,18 @@ def accuracy(model: Transformer, params: Any, problems: Problems) -> jax.Array:
     return jnp.stack([losses.masked_mean(correct, problems.level == lv) for lv in LEVELS])
 
 
+def sampled_accuracy(model: Transformer, params: Any, problems: Problems, key: jax.Array,
+                     temperature: float, samples: int) -> jax.Array:
+    """Accuracy of completions sampled at `temperature`, `samples` per problem, at each
+    level of LEVELS: the success rate RL maximises (greedy accuracy can stay flat while it
+    rises, as RL first sharpens the sampling distribution). float [len(LEVELS)]"""
+    idx = jnp.repeat(jnp.arange(problems.answers.shape[0]), samples)
+    out = sample(model, params, problems.prompts[idx], problems.prompt_len[idx], key,
+                 temperature)
+    correct = reward(out.tokens, problems.prompt_len[idx], problems.answers[idx])
+    return jnp.stack([losses.masked_mean(correct, problems.level[idx] == lv) for lv in LEVELS])
+
+
 @dataclasses.dataclass(frozen=True)
 class RLConfig:
     algo: str = "grpo"  # "grpo" | "vaco"
