@@ -56,6 +56,8 @@ def final_table(rows: list[dict]) -> list[dict]:
 def summary_markdown(final: list[dict]) -> str:
     """Mean final greedy return (95% bootstrap CI) per env, algo and K."""
     lines = []
+    decimals = {env: 1 if max(abs(r["return"]) for r in final if r["env"] == env) < 50 else 0
+                for env in {r["env"] for r in final}}  # Breakout's returns are single digits
     for env in dict.fromkeys(r["env"] for r in final):
         lines += [f"\n**{env}** — final greedy return, mean [95% CI] over seeds\n",
                   "| algo | " + " | ".join(f"K={k}" for k in LAGS) + " |",
@@ -70,7 +72,9 @@ def summary_markdown(final: list[dict]) -> str:
                     continue
                 points, cis = analysis.stratified_bootstrap_ci({"x": values[:, None]},
                                                                {"Mean": analysis.mean})
-                cells.append(f"{points['x'][0]:.0f} [{cis['x'][0, 0]:.0f}, {cis['x'][1, 0]:.0f}]")
+                d = decimals[env]
+                cells.append(f"{points['x'][0]:.{d}f} [{cis['x'][0, 0]:.{d}f}, "
+                             f"{cis['x'][1, 0]:.{d}f}]")
             lines.append(f"| {algo} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
