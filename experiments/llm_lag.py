@@ -8,6 +8,8 @@ measures greedy held-out accuracy per difficulty level.
 
     python experiments/llm_lag.py            # default size, ~25 min on 2 CPU cores
     python experiments/llm_lag.py --quick    # a smoke run, ~3 min
+    python experiments/llm_lag.py --learning-rate 3e-4 --num-prompts 16 --group-size 16 \
+        --minibatches 1 --vaco-anchor behavior --out experiments/results/llm_lag_tuned
 
 Outputs in --out (default experiments/results/llm_lag/): curves.csv (one row per method,
 K, seed and evaluation), summary.csv and summary.md (final accuracy mean ± 95% t-interval
@@ -30,7 +32,7 @@ from scipy import stats
 
 from jaxvaco.llm import task
 from jaxvaco.llm.model import ModelConfig, Transformer
-from jaxvaco.llm.train import RLConfig, accuracy, make_rl, warm_start
+from jaxvaco.llm.train import RLConfig, accuracy, make_rl, sampled_accuracy, warm_start
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -48,6 +50,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--warm-start-steps", type=int, default=600)
     p.add_argument("--learning-rate", type=float, default=RLConfig.learning_rate)
+    p.add_argument("--num-prompts", type=int, default=RLConfig.num_prompts)
+    p.add_argument("--group-size", type=int, default=RLConfig.group_size)
+    p.add_argument("--minibatches", type=int, default=RLConfig.minibatches)
+    p.add_argument("--vaco-anchor", choices=("learner", "behavior"),
+                   default=RLConfig.vaco_anchor)
+    p.add_argument("--samples", type=int, default=4,
+                   help="completions per held-out problem for the sampled accuracy")
     p.add_argument("--test-size", type=int, default=128, help="held-out problems per level")
     p.add_argument("--quick", action="store_true",
                    help="2 seeds, K ∈ {0, 8}, 20 steps, 64 test problems per level")
@@ -59,21 +68,27 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def run_method(model, rl_config, params, ks, seeds, pool, test, steps, eval_every):
-    """Every (K, seed) run of one method, vmapped; returns a list of tidy rows."""
+def run_method(model, rl_config, params, ks, seeds, pool, test, steps, eval_every, samples):
+    """Every (K, seed) run of one method, vmapped; returns a list of tidy rows with greedy
+    and sampled (τ of the RL config, `samples` per problem) held-out accuracy."""
     rl = make_rl(model, rl_config)
     grid_k = jnp.repeat(jnp.asarray(ks, jnp.int32), seeds)
     keys = jax.vmap(lambda k, s: jax.random.fold_in(jax.random.key(k), s))(
         grid_k, jnp.tile(jnp.arange(seeds), len(ks)))
     states = jax.vmap(rl.init, (None, 0))(params, keys)
     chunk = jax.jit(jax.vmap(lambda s, k: rl.chunk(s, k, pool, params, test, eval_every)))
+    sampled = jax.jit(jax.vmap(lambda p, key: sampled_accuracy(
+        model, p, test, key, rl_config.temperature, samples).mean()))
     start, rows = time.time(), []
     for c in range(steps // eval_every):
         states, metrics, acc = jax.block_until_ready(chunk(states, grid_k))
         acc = np.asarray(acc)
+        sampled_acc = np.asarray(sampled(states.params, jax.random.split(jax.random.key(c),
+                                                                         len(grid_k))))
         for run in range(len(grid_k)):
             rows.append({"method": rl_config.algo, "K": int(grid_k[run]), "seed": run % seeds,
                          "step": (c + 1) * eval_every, "acc": acc[run].mean(),
+                         "sampled_acc": float(sampled_acc[run]),
                          **dict(zip(LEVEL_COLUMNS, acc[run], strict=True)),
                          **{m: float(np.mean(metrics[m][run])) for m in METRICS}})
         print(f"  {rl_config.algo} step {(c + 1) * eval_every}: {time.time() - start:.0f}s, "
@@ -97,8 +112,11 @@ def summarize(rows: list[dict], warm_acc: float) -> list[dict]:
             runs = [r for r in rows if r["method"] == method and r["K"] == k]
             final = np.array([r["acc"] for r in runs if r["step"] == last])
             acc, ci = mean_ci(final)
+            sampled, sampled_ci = mean_ci(np.array([r["sampled_acc"] for r in runs
+                                                    if r["step"] == last]))
             out.append({"method": method, "K": k, "seeds": len(final), "final_acc": acc,
-                        "ci95": ci, "gain": acc - warm_acc,
+                        "ci95": ci, "gain": acc - warm_acc, "sampled_acc": sampled,
+                        "sampled_ci95": sampled_ci,
                         **{lc: np.mean([r[lc] for r in runs if r["step"] == last])
                            for lc in LEVEL_COLUMNS},
                         **{m: np.mean([r[m] for r in runs]) for m in METRICS}})
@@ -108,13 +126,14 @@ def summarize(rows: list[dict], warm_acc: float) -> list[dict]:
 def markdown(summary: list[dict], warm: np.ndarray, steps: int) -> str:
     lines = [f"Warm start: held-out accuracy {warm.mean():.3f} (levels 1/2/3: "
              + "/".join(f"{a:.3f}" for a in warm) + f"). After {steps} RL steps:", "",
-             "| method | K | final acc (95% CI) | gain | L1 / L2 / L3 | reward | tv/backward "
-             "| tv/forward | tv/total | filter/clip frac |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| method | K | final acc (95% CI) | gain | L1 / L2 / L3 | sampled acc (95% CI) "
+             "| reward | tv/backward | tv/forward | tv/total | filter/clip frac |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summary:
         levels = " / ".join(f"{s[lc]:.2f}" for lc in LEVEL_COLUMNS)
         lines.append(f"| {s['method']} | {s['K']} | {s['final_acc']:.3f} ± {s['ci95']:.3f} "
-                     f"| {s['gain']:+.3f} | {levels} | {s['reward']:.3f} "
+                     f"| {s['gain']:+.3f} | {levels} "
+                     f"| {s['sampled_acc']:.3f} ± {s['sampled_ci95']:.3f} | {s['reward']:.3f} "
                      f"| {s['tv/backward']:.4f} | {s['tv/forward']:.4f} | {s['tv/total']:.4f} "
                      f"| {s['filter/fraction']:.4f} |")
     return "\n".join(lines) + "\n"
@@ -167,10 +186,12 @@ def main() -> None:
           f"accuracy {warm.mean():.3f}, by level {np.round(warm, 3)}", flush=True)
     rows = []
     for method in METHODS:
-        config = dataclasses.replace(RLConfig(), algo=method, learning_rate=args.learning_rate,
-                                     max_delay=max(args.ks))
+        config = dataclasses.replace(
+            RLConfig(), algo=method, learning_rate=args.learning_rate, max_delay=max(args.ks),
+            num_prompts=args.num_prompts, group_size=args.group_size,
+            minibatches=args.minibatches, vaco_anchor=args.vaco_anchor)
         rows += run_method(model, config, params, args.ks, args.seeds, pool, test, args.steps,
-                           args.eval_every)
+                           args.eval_every, args.samples)
     summary = summarize(rows, float(warm.mean()))
     write_csv(args.out / "curves.csv", rows)
     write_csv(args.out / "summary.csv", summary)
