@@ -26,7 +26,7 @@ from experiments.common import parse_with_retries, run_variant
 from jaxvaco import analysis
 from jaxvaco.config import ALGOS, EvalConfig, LagConfig, TrainConfig
 
-OUT = Path(__file__).resolve().parent / "results" / "lag_sweep"
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "lag_sweep"
 LAGS = (0, 2, 4, 8, 16)
 BUDGETS = {"CartPole-v1": 300_000, "Acrobot-v1": 300_000, "Breakout-MinAtar": 500_000}
 BASE = TrainConfig(lag=LagConfig(mode="uniform", num_groups=4),
@@ -79,11 +79,11 @@ def summary_markdown(final: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def make_plots(final: list[dict]) -> None:
-    analysis.plot_return_vs_lag(final, OUT)
-    analysis.plot_tv_vs_lag(final, OUT)
+def make_plots(final: list[dict], out: Path) -> None:
+    analysis.plot_return_vs_lag(final, out)
+    analysis.plot_tv_vs_lag(final, out)
     scores, _ = analysis.score_dict_from_table(final, normalize=True)
-    analysis.plot_aggregate_intervals(scores, OUT)
+    analysis.plot_aggregate_intervals(scores, out)
 
 
 def main() -> None:
@@ -93,25 +93,28 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=16)
     parser.add_argument("--steps", type=int, help="env steps per run (default: per env)")
     parser.add_argument("--plot-only", action="store_true")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="results folder (finished (env, algo) cells there are skipped)")
     args = parse_with_retries(parser, "experiments.lag_sweep")
-    OUT.mkdir(parents=True, exist_ok=True)
-    csv_path = OUT / "lag_sweep.csv"
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / "lag_sweep.csv"
     if not args.plot_only:
         for env in args.envs:
             steps = args.steps or BUDGETS.get(env, 500_000)
             for algo in args.algos:
                 run_variant(BASE, env, algo, {"algo": algo, "num_seeds": args.seeds,
                                               "total_timesteps": steps},
-                            LAGS, csv_path, OUT / "runs")
+                            LAGS, csv_path, out / "runs")
     final = final_table(read_rows(csv_path))
-    with open(OUT / "final.csv", "w", newline="") as f:
+    with open(out / "final.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(final[0]))
         writer.writeheader()
         writer.writerows(final)
     table = summary_markdown(final)
-    (OUT / "summary.md").write_text(table + "\n")
+    (out / "summary.md").write_text(table + "\n")
     print(table)
-    make_plots(final)
+    make_plots(final, out)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ the ratio is the result, absolute numbers are context).
     python experiments/throughput.py --total 2e6 --repeats 5
     python experiments/throughput.py --devices 4     # 1, 2, 4 devices (simulated on a CPU)
 
-Comparisons (CartPole-v1, 256 envs × 128 steps, 4 epochs × 4 minibatches, 64×64 tanh):
+Comparisons (--env, default CartPole-v1; 256 envs × 128 steps, 4 epochs × 4 minibatches,
+64×64 tanh; `ref` is CartPole only):
   ref    jaxvaco PPO (1 seed) / the single-file reference ../shared/bench/ref_ppo_cartpole.py
   seeds  jaxvaco PPO, 16 seeds in one program / 1 seed (total env-steps/s)
   brax   the same two figures on a Brax environment at its default backend
@@ -97,7 +98,8 @@ def compare_reference(base: TrainConfig, args) -> dict:
                   "reference ppo", "must be >= 1.0, goal >= 1.2")
 
 
-def compare_seeds(base: TrainConfig, args, label: str = "CartPole-v1") -> dict:
+def compare_seeds(base: TrainConfig, args, label: str = "") -> dict:
+    label = label or base.env
     one = dataclasses.replace(base, num_seeds=1)
     many = dataclasses.replace(base, num_seeds=args.seeds)
     sps = side_by_side({f"{args.seeds} seeds": jaxvaco_program(many),
@@ -115,7 +117,7 @@ def compare_brax(base: TrainConfig, args) -> dict:
 def compare_vaco(base: TrainConfig, args) -> dict:
     sps = side_by_side({"vaco K=0": jaxvaco_program(dataclasses.replace(base, algo="vaco")),
                         "ppo K=0": jaxvaco_program(base)}, args.repeats)
-    return report("VACO vs PPO at K = 0 (CartPole-v1, 1 seed)", sps, "vaco K=0", "ppo K=0",
+    return report(f"VACO vs PPO at K = 0 ({base.env}, 1 seed)", sps, "vaco K=0", "ppo K=0",
                   "goal >= 0.9")
 
 
@@ -123,7 +125,7 @@ def compare_lag(base: TrainConfig, args) -> dict:
     lagged = dataclasses.replace(base, lag=LagConfig(max_delay=16, mode="uniform", num_groups=4))
     sps = side_by_side({"ppo K=16": jaxvaco_program(lagged), "ppo K=0": jaxvaco_program(base)},
                        args.repeats)
-    return report("PPO with lag K = 16 vs K = 0 (CartPole-v1, 1 seed)", sps, "ppo K=16",
+    return report(f"PPO with lag K = 16 vs K = 0 ({base.env}, 1 seed)", sps, "ppo K=16",
                   "ppo K=0", "goal >= 0.95")
 
 
@@ -145,7 +147,7 @@ def compare_devices(base: TrainConfig, args) -> dict:
             programs[name] = jaxvaco_program(dataclasses.replace(base, distributed=dist))
     sps = side_by_side(programs, args.repeats)
     most = f"{args.devices} device(s), global"
-    return report(f"data-parallel PPO over devices (CartPole-v1, {base.num_envs} envs)", sps,
+    return report(f"data-parallel PPO over devices ({base.env}, {base.num_envs} envs)", sps,
                   most, "1 device(s)", "CPU: overhead only; accelerators: scaling")
 
 
@@ -167,6 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", nargs="+", choices=list(COMPARISONS),
                         help="default: all but devices; with --devices N: devices only")
     parser.add_argument("--total", type=float, default=1e6, help="env steps per seed")
+    parser.add_argument("--env", default="CartPole-v1", help="gymnax id for all but brax")
     parser.add_argument("--num-envs", type=int, default=256)
     parser.add_argument("--seeds", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
@@ -189,10 +192,12 @@ def main(argv: list[str] | None = None) -> None:
                 sys.exit(f"--devices {args.devices}: only {jax.device_count()} "
                          f"{jax.default_backend()} device(s) present")
             simulate_cpu_devices(args.devices)
+    if "ref" in args.only and args.env != "CartPole-v1":
+        sys.exit("the reference is CartPole-v1 only: drop 'ref' from --only or --env")
     if "ref" in args.only and not args.reference.exists():
         sys.exit(f"reference script not found at {args.reference}; pass --reference PATH "
                  "or drop 'ref' from --only")
-    base = dataclasses.replace(BENCH_CONFIG, total_timesteps=int(args.total),
+    base = dataclasses.replace(BENCH_CONFIG, env=args.env, total_timesteps=int(args.total),
                                num_envs=args.num_envs)
     print(f"jax {jax.__version__} on {jax.devices()[0].device_kind} "
           f"({jax.device_count()} device(s)); {time.strftime('%Y-%m-%d %H:%M')}")
