@@ -1,69 +1,228 @@
 #!/usr/bin/env bash
-# One short GPU check for a session that is lent the device machine (an H200 with JAX 0.11,
-# flax, optax, chex and orbax, Python 3.12, no registry). Everything lands under $OUT.
+# One short GPU check for a session that is lent the device machine (an NVIDIA H200, x86-64,
+# Python 3.12 with JAX 0.11 + CUDA, flax, optax, chex, orbax; no package registry).
 #
-# Prepare on the development machine, once, in the repo root (about 45 MB of wheels for
-# what the device lacks: gymnax, distrax, tyro and, for the Brax figure, brax + mujoco):
+# 1. Here, in the repo root, once: fetch the wheels the device lacks into .whl/ (gitignored;
+#    about 27 MiB with brax + mujoco, 9 MiB with NO_BRAX=1) and copy the reference benchmark
+#    ../shared/bench/ref_ppo_cartpole.py into .whl/ref/ (../shared does not travel):
 #
-#   bash experiments/gpu_check.sh --download
+#        bash experiments/gpu_check.sh --download
 #
-# then run it there through the device tool, carrying the wheels:
+# 2. The device call (run tool), then give_back:
 #
-#   run(command="bash experiments/gpu_check.sh", carry=[".whl"], timeout_s=580)
+#        run(command="bash experiments/gpu_check.sh", carry=[".whl"], timeout_s=520)
 #
-# Each step has its own timeout and writes its log to $OUT, so a step that runs long
-# still leaves the earlier results. The reference benchmark (../shared/bench) does not
-# travel, so `ref` is not measured there. Not yet run on a device: no GPU was lent to the
-# session that wrote it (2026-12-02).
+# Steps, in order, each under `timeout` and all fitted inside DEADLINE (default 480 s of
+# script time), so a slow step shortens the later ones instead of losing everything:
+#   install     the carried wheels into /tmp/site (--no-index --no-deps); jaxvaco runs from
+#               the checkout through PYTHONPATH (no build, no network)
+#   env         nvidia-smi, python/jax versions and devices, every carried package's import
+#   cartpole    throughput.py --only ref seeds vaco lag, CartPole-v1, 2048 envs, 2e7 steps
+#   minatar     throughput.py --env Breakout-MinAtar --only seeds vaco, 2048 envs, 5e6 steps
+#   brax        throughput.py --only brax (inverted_pendulum, spring), 2048 envs, 4M steps,
+#               only if brax + mujoco import
+#   lagsweep    lag_sweep --envs CartPole-v1 --seeds 16 --steps 300000 into a fresh folder
+#               (finished (env, algo) cells are kept; if cut short, --plot-only summarises
+#               the finished ones)
+# Knobs (environment variables before the command): DEADLINE, STEPS (names above), NUM_ENVS,
+# TOTAL, MINATAR_TOTAL, REPEATS, SEEDS, BRAX_ENV, BRAX_ENVS, BRAX_TOTAL, LAG_SEEDS,
+# LAG_STEPS, LAG_ALGOS, PYTHON.
+#
+# What comes back under $OUT (the tool returns at most 8 files; this writes at most 7):
+#   log.txt  env.txt  throughput_cartpole.json  throughput_minatar.json
+#   throughput_brax.json  lag_sweep_summary.md  lag_sweep.tar.gz (CSVs, summary, PNGs)
+# The last lines printed are a summary table (the tool's output_tail holds them).
+#
+# Not yet run on a device (2026-12-02). Dry-run here on the CPU with Python 3.12, jax 0.11.2
+# and the latest flax/optax/chex/orbax from PyPI plus only .whl/ (--no-index): every step ran.
+#
+# CPU dry run here, small sizes (a Python 3.12 venv with jax etc. stands for the device):
+#   OUT=/tmp/gc PYTHON=/tmp/venv/bin/python NUM_ENVS=64 TOTAL=2e4 MINATAR_TOTAL=2e4 \
+#   REPEATS=1 SEEDS=2 BRAX_ENVS=16 BRAX_TOTAL=4096 LAG_SEEDS=2 LAG_STEPS=4096 \
+#   LAG_ALGOS=ppo bash experiments/gpu_check.sh
 set -u
+set -o pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+cd "$REPO"
 
-WHEELS=(gymnax==1.0.1 gymnasium==1.3.0 farama-notifications==0.0.6 distrax==0.1.9
-        tfp-nightly==0.26.0.dev20261027 decorator gast dm-tree==0.1.10 tyro==1.0.17
-        docstring-parser typeguard==4.6.1 brax==0.14.2 mujoco==4.0.0 mujoco-core==4.0.0
-        mujoco-studio==4.0.0 mujoco-mjx==3.17.0 glfw==2.11.0 pyopengl==3.1.10 websockets
-        trimesh==5.2.0 ml-collections==1.1.0 flask==3.1.3 flask-cors jaxopt==0.8.5
-        tensorboardx==2.6.5 blinker itsdangerous)
+# --- what the device lacks (its package list: /work/.library/device/KINDS.md) ------------
+# import jaxvaco: gymnax (+ gymnasium, farama-notifications), distrax (+ tfp-nightly and its
+# decorator, gast, dm-tree); jaxvaco.cli: tyro (+ docstring-parser, typeguard, a recent
+# typing-extensions). Versions: those of the development venv.
+CORE=(gymnax==1.0.1 gymnasium==1.3.0 farama-notifications==0.0.6 distrax==0.1.9
+      tfp-nightly==0.26.0.dev20261027 decorator==5.3.1 gast==0.7.0 dm-tree==0.1.10
+      tyro==1.0.17 docstring-parser==0.18.0 typeguard==4.6.1 typing-extensions==4.16.0)
+# What `brax.envs` imports when an env is built (read off sys.modules): brax, jaxopt,
+# mujoco + mujoco-core, glfw, trimesh (mujoco-mjx for the 'mjx' backend). brax's other
+# declared needs (flask, ml-collections, tensorboardx, mujoco-studio, pyopengl) stay behind.
+BRAX=(brax==0.14.2 jaxopt==0.8.5 mujoco==4.0.0 mujoco-core==4.0.0 mujoco-mjx==3.17.0
+      glfw==2.11.0 trimesh==5.2.0)
 
 if [[ "${1:-}" == "--download" ]]; then
-    grep -qx "/.whl/" .git/info/exclude 2>/dev/null || echo "/.whl/" >> .git/info/exclude
-    platforms=()
-    for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_24_x86_64 \
-             manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64 any; do
-        platforms+=(--platform "$p")
-    done
-    for wheel in "${WHEELS[@]}"; do
-        python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-            --implementation cp "${platforms[@]}" -d .whl "$wheel" || exit 1
-    done
+    set -e
+    rm -rf .whl && mkdir -p .whl
+    pkgs=("${CORE[@]}")
+    [[ -n "${NO_BRAX:-}" ]] || pkgs+=("${BRAX[@]}")
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+        --implementation cp --abi cp312 --abi abi3 --abi none \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+        --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
+        --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any \
+        -d .whl "${pkgs[@]}"
+    if [[ -f ../shared/bench/ref_ppo_cartpole.py ]]; then
+        mkdir -p .whl/ref && cp ../shared/bench/ref_ppo_cartpole.py .whl/ref/
+    fi
+    git check-ignore -q .whl/x || echo "WARNING: .whl/ is not ignored by git"
+    ls -1 .whl
     du -sh .whl
     exit 0
 fi
 
+# --- the device run ---------------------------------------------------------------------
 OUT=${OUT:-results/gpu_check}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH="/tmp/site:$PWD"
+LOG=$OUT/log.txt
+PY=${PYTHON:-python3}
+DEADLINE=${DEADLINE:-480}
+STEPS=${STEPS:-install env cartpole minatar brax lagsweep}
+NUM_ENVS=${NUM_ENVS:-2048}
+TOTAL=${TOTAL:-2e7}
+MINATAR_TOTAL=${MINATAR_TOTAL:-5e6}
+REPEATS=${REPEATS:-2}
+SEEDS=${SEEDS:-16}
+BRAX_ENV=${BRAX_ENV:-inverted_pendulum}
+BRAX_ENVS=${BRAX_ENVS:-2048}
+BRAX_TOTAL=${BRAX_TOTAL:-4194304}
+LAG_SEEDS=${LAG_SEEDS:-16}
+LAG_STEPS=${LAG_STEPS:-300000}
+LAG_ALGOS=${LAG_ALGOS:-ppo ppo_kl spo impala vaco}
+SITE=/tmp/site
+LAGDIR=/tmp/gpu_check_lag_sweep   # fresh results folder for the sweep (checkpoints stay here)
 
-step() {  # step NAME SECONDS COMMAND...: run with a timeout, log to $OUT/NAME.log
-    local name=$1 seconds=$2
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 MPLBACKEND=Agg TF_CPP_MIN_LOG_LEVEL=1
+export PYTHONPATH="$SITE:$REPO${PYTHONPATH:+:$PYTHONPATH}"
+# One persistent compilation cache for all steps: the same PPO program (1 seed, K = 0) is
+# compiled by ref, seeds, vaco and lag; timings exclude compilation either way.
+export JAX_COMPILATION_CACHE_DIR=/tmp/gpu_check_jax_cache
+export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1
+SUMMARY=""
+
+say() { echo "$*" | tee -a "$LOG"; }
+want() { [[ " $STEPS " == *" $1 "* ]]; }
+
+step() {  # step NAME CAP COMMAND...: under `timeout`, capped by what is left of DEADLINE;
+          # output to stdout and $LOG (and to $ALSO when set)
+    local name=$1 cap=$2
     shift 2
-    echo "== $name ($(date +%H:%M:%S), limit ${seconds}s)"
-    timeout "$seconds" "$@" > "$OUT/$name.log" 2>&1
-    echo "   exit $? — tail:"
-    tail -n 12 "$OUT/$name.log"
+    local left=$((DEADLINE - SECONDS - 5))
+    local t=$((cap < left ? cap : left))
+    if ((t < 15)); then
+        say "=== [$name] skipped: ${left}s left of DEADLINE=${DEADLINE}s"
+        SUMMARY+="  $name: skipped (deadline)"$'\n'
+        return 124
+    fi
+    local t0=$SECONDS cmd="$*"
+    ((${#cmd} > 240)) && cmd="${cmd:0:240} ..."
+    say "=== [$name] $(date +%T) t=${SECONDS}s timeout=${t}s: $cmd"
+    timeout -k 10 "$t" "$@" 2>&1 | tee -a "$LOG" ${ALSO:+"$ALSO"}
+    local rc=${PIPESTATUS[0]}
+    say "=== [$name] exit $rc after $((SECONDS - t0))s"
+    SUMMARY+="  $name: exit $rc, $((SECONDS - t0))s$( ((rc == 124)) && echo ' (TIMED OUT)')"$'\n'
+    return "$rc"
 }
 
-step install 120 python3 -m pip install -q --no-index --no-deps --no-compile \
-    --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-{ date; nvidia-smi; python3 -c "import jax; print(jax.__version__, jax.devices())"; } \
-    > "$OUT/machine.txt" 2>&1
-cat "$OUT/machine.txt"
+say "gpu_check $(date -u +%FT%TZ): OUT=$OUT DEADLINE=${DEADLINE}s STEPS='$STEPS'"
 
-step cartpole 150 python3 experiments/throughput.py --only seeds vaco lag --num-envs 2048 \
-    --total 2e7 --seeds 16 --repeats 2 --json "$OUT/throughput_cartpole.json"
-step minatar 120 python3 experiments/throughput.py --env Breakout-MinAtar --only seeds vaco \
-    --num-envs 2048 --total 1e7 --seeds 8 --repeats 2 --json "$OUT/throughput_minatar.json"
-step brax 120 python3 experiments/throughput.py --only brax --brax-envs 2048 \
-    --brax-total 4000000 --seeds 8 --repeats 2 --json "$OUT/throughput_brax.json"
-step lag_sweep 150 python3 -m experiments.lag_sweep --envs CartPole-v1 --seeds 16 \
-    --steps 300000 --out "$OUT/lag_sweep"
-rm -rf "$OUT/lag_sweep/runs"  # checkpoints: too large to bring back, not needed
+if want install; then
+    if compgen -G ".whl/*.whl" >/dev/null; then
+        step install 90 "$PY" -m pip install -q --no-index --no-deps --no-compile \
+            --no-cache-dir --upgrade --target "$SITE" .whl/*.whl
+    else
+        say "=== [install] no .whl/*.whl: run 'bash experiments/gpu_check.sh --download' here"
+        SUMMARY+="  install: no wheels carried"$'\n'
+    fi
+fi
+
+if want env; then
+    { echo "## nvidia-smi"; timeout 20 nvidia-smi || echo "(nvidia-smi failed)"
+      echo "## host"; uname -a; nproc; } >"$OUT/env.txt" 2>&1
+    ALSO=$OUT/env.txt step env 90 "$PY" -c '
+import importlib, sys, time
+print("python", sys.version.split()[0], sys.executable)
+t0 = time.time()
+import jax
+print("jax", jax.__version__, jax.default_backend(), jax.devices(), f"init {time.time()-t0:.1f}s")
+x = jax.numpy.ones((4096, 4096))
+print("matmul", float((x @ x)[0, 0]), "on", x.devices())
+for name in ["jaxlib", "flax", "optax", "chex", "orbax.checkpoint", "numpy", "scipy", "gymnax",
+             "gymnasium", "distrax", "tensorflow_probability", "tyro", "brax", "mujoco",
+             "jaxvaco", "jaxvaco.cli"]:
+    try:
+        m = importlib.import_module(name)
+        version, path = getattr(m, "__version__", "-"), getattr(m, "__file__", "")
+        print(f"  {name:<24} {version:<28} {path}")
+    except Exception as e:
+        print(f"  {name:<24} IMPORT FAILED: {type(e).__name__}: {e}")
+'
+fi
+
+REF=.whl/ref/ref_ppo_cartpole.py
+[[ -f $REF ]] || REF=../shared/bench/ref_ppo_cartpole.py
+if want cartpole; then
+    ONLY="seeds vaco lag"
+    if [[ -f $REF ]]; then ONLY="ref $ONLY"; else say "no reference script: 'ref' dropped"; fi
+    # shellcheck disable=SC2086
+    step cartpole 180 "$PY" experiments/throughput.py --only $ONLY --num-envs "$NUM_ENVS" \
+        --total "$TOTAL" --seeds "$SEEDS" --repeats "$REPEATS" --reference "$REF" \
+        --json "$OUT/throughput_cartpole.json"
+fi
+
+if want minatar; then
+    step minatar 100 "$PY" experiments/throughput.py --env Breakout-MinAtar --only seeds vaco \
+        --num-envs "$NUM_ENVS" --total "$MINATAR_TOTAL" --seeds "$SEEDS" \
+        --repeats "$REPEATS" --json "$OUT/throughput_minatar.json"
+fi
+
+if want brax; then
+    if "$PY" -c "import brax, mujoco" >/dev/null 2>&1; then
+        step brax 100 "$PY" experiments/throughput.py --only brax --brax-env "$BRAX_ENV" \
+            --brax-envs "$BRAX_ENVS" --brax-total "$BRAX_TOTAL" --seeds "$SEEDS" \
+            --repeats "$REPEATS" --json "$OUT/throughput_brax.json"
+    else
+        say "=== [brax] skipped: brax/mujoco do not import (wheels fetched with NO_BRAX=1?)"
+        SUMMARY+="  brax: skipped (not installed)"$'\n'
+    fi
+fi
+
+if want lagsweep; then
+    rm -rf "$LAGDIR"
+    # DEADLINE less 40 s: time kept for the --plot-only summary if the sweep is cut short
+    # shellcheck disable=SC2086
+    DEADLINE=$((DEADLINE - 40)) step lagsweep 300 "$PY" -m experiments.lag_sweep --envs CartPole-v1 --algos $LAG_ALGOS \
+        --seeds "$LAG_SEEDS" --steps "$LAG_STEPS" --out "$LAGDIR"
+    if [[ -s $LAGDIR/lag_sweep.csv && ! -f $LAGDIR/summary.md ]]; then
+        step lagsweep_plot 60 "$PY" -m experiments.lag_sweep --plot-only --out "$LAGDIR"
+    fi
+    if [[ -d $LAGDIR ]]; then
+        [[ -f $LAGDIR/summary.md ]] && cp "$LAGDIR/summary.md" "$OUT/lag_sweep_summary.md"
+        tar czf "$OUT/lag_sweep.tar.gz" -C "$LAGDIR" --exclude=./runs --exclude='*.pdf' .
+    fi
+fi
+
+{
+    echo
+    echo "=== gpu_check done at t=${SECONDS}s"
+    printf '%s' "$SUMMARY"
+    for f in "$OUT"/throughput_*.json; do
+        [[ -f $f ]] || continue
+        "$PY" -c '
+import json, sys
+for r in json.load(open(sys.argv[1])):
+    ratio, title, goal = r["ratio"], r["title"], r["goal"]
+    print(f"{ratio:7.2f}  {title}  ({goal})")
+    for k, v in r["sps"].items():
+        print(f"           {k:<26} {v:>14,.0f} env-steps/s")' "$f"
+    done
+    [[ -f $OUT/lag_sweep_summary.md ]] && cat "$OUT/lag_sweep_summary.md"
+} 2>&1 | tee -a "$LOG"
+exit 0
