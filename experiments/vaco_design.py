@@ -17,6 +17,10 @@ Breakout-MinAtar is held out. Each variant (and its K values and seeds) is one c
     python -m experiments.vaco_design --stage grid --summary-only
 
 Results: experiments/results/vaco_design/<stage>.csv (tidy, resumable) and <stage>.md.
+The committed results were measured before the importance weight was made to enter once
+(issue 11): there, anchor-β variants with V-trace advantages weighted by ρ_t twice
+(ratio π_θ/β times ρ inside Â) and decoupled PPO with V-trace by ρ_t². A rerun measures
+the corrected forms under the same names.
 """
 
 from __future__ import annotations
@@ -40,42 +44,44 @@ PROTOTYPE_BASE = TrainConfig(num_envs=16, num_steps=128, update_epochs=4, num_mi
                              lag=LagConfig(mode="fixed", num_groups=1),
                              eval=EvalConfig(every_chunks=0, num_episodes=16), progress=False)
 
+# Spec §3.1's VACO [paper]: anchor π_T, V-trace with the learner's π_T and V_T, ρ inside Â.
+SPEC_VACO = {"algo": "vaco", "vaco.anchor": "learner", "vaco.critic": "learner",
+             "vaco.advantages": "vtrace", "vaco.advantage_form": "weighted"}
+PPO_VTRACE = {"algo": "ppo", "ppo.critic": "learner", "ppo.advantages": "vtrace"}
+
 PROTOTYPE_VARIANTS = {
     "ppo": {"algo": "ppo"},
-    "ppo learner-anchor vtrace (decoupled)": {"algo": "ppo", "ppo.anchor": "learner",
-                                              "ppo.advantages": "vtrace"},
-    "ppo behavior-anchor vtrace": {"algo": "ppo", "ppo.advantages": "vtrace"},
-    "vaco spec 3.1": {"algo": "vaco"},
-    "vaco align gae": {"algo": "vaco", "vaco.align": "gae"},
-    "vaco behavior-anchor d=0.1": {"algo": "vaco", "vaco.anchor": "behavior",
-                                   "vaco.delta": 0.1},
-    "ppo values (GAE with V_T)": {"algo": "ppo", "ppo.advantages": "values"},
+    "ppo learner-anchor vtrace (decoupled)": {**PPO_VTRACE, "ppo.anchor": "learner"},
+    "ppo behavior-anchor vtrace": PPO_VTRACE,
+    "vaco spec 3.1": SPEC_VACO,
+    "vaco align gae": {**SPEC_VACO, "vaco.critic": "behavior", "vaco.advantages": "gae"},
+    "vaco behavior-anchor d=0.1": {**SPEC_VACO, "vaco.anchor": "behavior", "vaco.delta": 0.1},
+    "ppo values (GAE with V_T)": {"algo": "ppo", "ppo.critic": "learner"},
 }
 
 
 DIAGNOSE_VARIANTS = {
-    "vaco spec 3.1, normalize then weight": {"algo": "vaco",
+    "vaco spec 3.1, normalize then weight": {**SPEC_VACO,
                                              "vaco.advantage_form": "normalize_then_weight"},
-    "vaco spec 3.1, no advantage normalisation": {"algo": "vaco", "norm_adv": False},
+    "vaco spec 3.1, no advantage normalisation": {**SPEC_VACO, "norm_adv": False},
     "ppo behavior-anchor vtrace, normalize then weight": {
-        "algo": "ppo", "ppo.advantages": "vtrace", "ppo.advantage_form": "normalize_then_weight"},
+        **PPO_VTRACE, "ppo.advantage_form": "normalize_then_weight"},
 }
 
 
 def design_variants() -> dict[str, dict]:
     """The spec's VACO, the fix of its advantage form, and the anchor / filter / δ / align
     axes around the fixed form; PPO as the reference row."""
-    fixed = {"algo": "vaco", "vaco.advantage_form": "normalize_then_weight"}
+    fixed = {**SPEC_VACO, "vaco.advantage_form": "normalize_then_weight"}
     behavior = {**fixed, "vaco.anchor": "behavior"}
     return {
         "ppo": {"algo": "ppo"},
-        "vaco spec 3.1": {"algo": "vaco"},
+        "vaco spec 3.1": SPEC_VACO,
         "vaco ntw": fixed,
         "vaco ntw anchor=behavior": behavior,
         "vaco ntw anchor=behavior filter=sample": {**behavior, "vaco.filter": "sample"},
         "vaco ntw anchor=behavior d=0.1": {**behavior, "vaco.delta": 0.1},
-        "vaco align=values anchor=behavior": {"algo": "vaco", "vaco.align": "values",
-                                              "vaco.anchor": "behavior"},
+        "vaco align=values anchor=behavior": {**behavior, "vaco.advantages": "gae"},
         "vaco ntw anchor=behavior rho=c=2": {**behavior, "vaco.rho_bar": 2.0,
                                              "vaco.c_bar": 2.0},
     }

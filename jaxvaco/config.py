@@ -14,8 +14,10 @@ from typing import Literal
 
 ALGOS = ("ppo", "ppo_kl", "spo", "impala", "vaco")
 
-Advantages = Literal["gae", "values", "vtrace"]
+Critic = Literal["behavior", "learner"]
+Estimator = Literal["gae", "vtrace"]
 AdvantageForm = Literal["weighted", "normalize_then_weight"]
+Anchor = Literal["behavior", "learner"]
 
 
 class ConfigError(ValueError):
@@ -40,26 +42,42 @@ class LagConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig:
-    """Options of `ppo` (spec §3)."""
+class EstimateConfig:
+    """The per-iteration estimate of an algorithm (spec §2): which critic and which estimator
+    give the advantages Â and value targets, frozen for the iteration's E × M updates.
 
-    anchor: Literal["behavior", "learner"] = "behavior"
-    """behavior: r = π_θ/β (logged log-probs); learner: r = π_θ/π_T and the loss is weighted
-    by min(rho_bar, π_T/β) (decoupled PPO, Hilton et al. 2021)."""
-    advantages: Advantages = "gae"
-    """gae: GAE from the recorded values; values: GAE recomputed with the learner's critic V_T;
-    vtrace: V-trace with π_T and V_T."""
+    The importance correction from β to the learner enters once (`jaxvaco.algos.common`):
+    with anchor β the objective's ratio π_θ/β carries it, so Â holds no ρ; with anchor π_T,
+    ρ_t = min(ρ̄, π_T/β) multiplies Â once (inside V-trace, or after normalisation).
+    """
+
+    critic: Critic = "behavior"
+    """behavior: the values V_β(s) recorded at collection time; learner: V_T(s), V_T(s')
+    recomputed with the learner's critic once per iteration (what a practitioner runs)."""
+    advantages: Estimator = "gae"
+    """gae: GAE(γ, λ); vtrace: V-trace(γ, λ, ρ̄, c̄) with ratios π_T/β (value targets with
+    truncated traces; Â_t = q_t − V(s_t), times ρ_t only with anchor π_T)."""
     rho_bar: float = 1.0
-    """Truncation of the decoupled weight and of V-trace's ρ."""
+    """ρ̄: truncation of V-trace's ρ and of the anchor-π_T importance weight."""
     c_bar: float = 1.0
-    """Truncation of V-trace's trace coefficient c."""
+    """c̄: truncation of V-trace's trace coefficient c."""
     advantage_form: AdvantageForm = "weighted"
-    """With V-trace advantages: weighted = ρ_t inside Â_t, then per-minibatch normalisation;
-    normalize_then_weight = normalise the unweighted advantage, then multiply by ρ_t."""
+    """With anchor π_T and V-trace: weighted = ρ_t inside Â_t, then per-minibatch
+    normalisation; normalize_then_weight = normalise the unweighted Â, then multiply by ρ_t.
+    With anchor π_T and GAE the weight always comes after normalisation."""
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOKLConfig:
+class PPOConfig(EstimateConfig):
+    """Options of `ppo` (spec §3): the clipped surrogate on the chosen anchor."""
+
+    anchor: Anchor = "behavior"
+    """behavior: r = π_θ/β (logged log-probs); learner: r = π_θ/π_T, the sample weighted once
+    by min(rho_bar, π_T/β) (decoupled PPO, Hilton et al. 2021)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOKLConfig(EstimateConfig):
     """Options of `ppo_kl`: −E[r Â] + c_kl·KL(β‖π_θ) (Schulman et al. 2017)."""
 
     kl_coef: float = 1.0
@@ -71,8 +89,13 @@ class PPOKLConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class SPOConfig(EstimateConfig):
+    """Options of `spo` (Xie et al. 2024); its ε is --clip-coef."""
+
+
+@dataclasses.dataclass(frozen=True)
 class VtraceConfig:
-    """V-trace truncation levels for `impala` (spec §2)."""
+    """V-trace truncation levels for `impala` (spec §2), recomputed at every minibatch."""
 
     rho_bar: float = 1.0
     """ρ̄: truncation of the importance weight in δ_t and the advantage."""
@@ -81,32 +104,28 @@ class VtraceConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class VacoConfig:
+class VacoConfig(EstimateConfig):
     """Options of `vaco` (spec §3.1). Which parts are [paper] and which [ours] is stated
     in `jaxvaco.algos.vaco`. The defaults were chosen by the stated experiment of spec §3.2
     (`experiments/vaco_design.py`, README "VACO: ... choosing the defaults"): anchor β,
-    value-only alignment, batch filter at the paper's δ = 0.2 [ours]; spec §3.1's original
-    recipe is `--vaco.anchor learner --vaco.align vtrace --vaco.advantage-form weighted`."""
+    the learner's critic with GAE ("value-only alignment"), batch filter at the paper's
+    δ = 0.2 [ours]; spec §3.1's original recipe is `--vaco.anchor learner --vaco.critic
+    learner --vaco.advantages vtrace --vaco.advantage-form weighted`."""
 
+    critic: Critic = "learner"
+    """Alignment of the critic: learner [paper, ours default] recomputes V_T once per
+    iteration; behavior keeps the recorded values (filter only)."""
+    advantage_form: AdvantageForm = "normalize_then_weight"
+    """With anchor π_T and V-trace: weighted = ρ_t inside Â_t (spec §3.1);
+    normalize_then_weight [ours] = normalise the unweighted Â, then multiply by ρ_t."""
     delta: float = 0.2
     """δ: TV threshold of the filter [paper: 0.2]."""
     filter: Literal["batch", "sample", "none"] = "batch"
     """batch: filter when the minibatch TV estimate D ≥ δ; sample: when ½|r_i − 1| ≥ δ;
-    none: keep every sample (align only)."""
-    align: Advantages = "values"
-    """vtrace [paper]: V-trace with π_T and V_T once per iteration; values [ours, default]:
-    GAE recomputed with the learner's critic V_T (no IS); gae: recorded values (filter only)."""
-    anchor: Literal["learner", "behavior"] = "behavior"
+    none: keep every sample (a plain importance-weighted policy gradient)."""
+    anchor: Anchor = "behavior"
     """Denominator of r: β (behavior, default: the constraint covers backward and forward
     lag) or π_T (learner: forward lag only, spec §3.1)."""
-    rho_bar: float = 1.0
-    """ρ̄ of the alignment's V-trace."""
-    c_bar: float = 1.0
-    """c̄ of the alignment's V-trace."""
-    advantage_form: AdvantageForm = "normalize_then_weight"
-    """With align vtrace: weighted = ρ_t inside Â_t, then per-minibatch normalisation
-    (spec §3.1); normalize_then_weight [ours, default]: normalise the unweighted advantage,
-    then multiply by ρ_t, so the normalisation's mean shift is importance-weighted too."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,6 +240,7 @@ class TrainConfig:
     lag: LagConfig = LagConfig()
     ppo: PPOConfig = PPOConfig()
     ppo_kl: PPOKLConfig = PPOKLConfig()
+    spo: SPOConfig = SPOConfig()
     impala: VtraceConfig = VtraceConfig()
     vaco: VacoConfig = VacoConfig()
     eval: EvalConfig = EvalConfig()
@@ -287,10 +307,10 @@ def _validate_algo(config: TrainConfig) -> None:
         raise ConfigError(
             f"Unknown --algo {config.algo!r}.{hint} Choose one of {', '.join(ALGOS)}.")
     _require(config.vaco.delta > 0, f"--vaco.delta must be > 0, got {config.vaco.delta}.")
-    for group in ("ppo", "impala", "vaco"):
-        sub = getattr(config, group)
+    for group in ALGOS:
+        sub, flag = getattr(config, group), group.replace("_", "-")
         _require(sub.rho_bar > 0 and sub.c_bar > 0,
-                 f"--{group}.rho-bar and --{group}.c-bar must be > 0.")
+                 f"--{flag}.rho-bar and --{flag}.c-bar must be > 0.")
     _require(config.ppo_kl.kl_coef >= 0 and config.ppo_kl.target_kl > 0,
              "--ppo-kl.kl-coef must be >= 0 and --ppo-kl.target-kl > 0.")
 

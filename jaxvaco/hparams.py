@@ -34,14 +34,9 @@ class Hyperparams:
     """K (int32), at most config.lag.max_delay, which sizes the parameter ring buffer."""
 
 
-def _truncation(config: TrainConfig) -> tuple[float, float]:
-    group = {"ppo": config.ppo, "impala": config.impala, "vaco": config.vaco}.get(config.algo)
-    return (group.rho_bar, group.c_bar) if group is not None else (1.0, 1.0)
-
-
 def hyperparams_from_config(config: TrainConfig) -> Hyperparams:
     """Scalar leaves for one run, read from the config."""
-    rho_bar, c_bar = _truncation(config)
+    options = getattr(config, config.algo)  # every algorithm's group holds its ρ̄ and c̄
     f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
     return Hyperparams(
         learning_rate=f32(config.learning_rate),
@@ -52,8 +47,8 @@ def hyperparams_from_config(config: TrainConfig) -> Hyperparams:
         vf_coef=f32(config.vf_coef),
         max_grad_norm=f32(config.max_grad_norm),
         reward_scale=f32(config.reward_scale),
-        rho_bar=f32(rho_bar),
-        c_bar=f32(c_bar),
+        rho_bar=f32(options.rho_bar),
+        c_bar=f32(options.c_bar),
         delta=f32(config.vaco.delta),
         target_kl=f32(config.ppo_kl.target_kl),
         lag_delay=jnp.asarray(config.lag.max_delay, jnp.int32),

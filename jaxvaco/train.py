@@ -1,13 +1,14 @@
-"""The jitted training loop: `make_train(config)` returns pure functions.
+"""The jitted training loop, as stages: `make_train(config)` wires them into pure functions.
 
-One learner iteration (spec §1.1):
+One learner iteration (spec §1.1) is the composition of module-level stages, each a pure
+function of one static `Setup` record and arrays:
 
-1. behaviour parameters per actor group from the lag ring buffer (θ_T when K = 0);
-2. rollout: `lax.scan` over L steps of the vmapped environments, log β(a|s) recorded;
-3. estimate: V(final obs) with the behaviour critic, the learner's π_T / V_T where the
-   algorithm needs them, then GAE or V-trace (the per-iteration "align" step);
-4. update: E epochs × M minibatches of whole trajectories [L, N/M];
-5. metrics: returns, losses, lag and TV (spec §1.2).
+    behaviour  = select_behaviour(setup, state, hp, key)   # lag ring buffer | device sync
+    traj       = collect(setup, state, behaviour.params, key)
+    view       = learner_view(setup, state.params, traj)   # π_T, V_T where needed
+    batch      = estimate(setup, traj, behaviour.params, view, hp)   # critic × estimator
+    params,opt = update(setup, state, batch, hp, key)      # E × M minibatches
+    metrics    = iteration_metrics(setup, traj, view, params, behaviour.delays, ...)
 
 `train_chunk(state, hp, n)` runs n iterations as one XLA program (a `fori_loop` with a
 traced trip count, so every chunk length shares one compilation) and returns summed
@@ -17,6 +18,7 @@ are a `jax.vmap` over `init` and `train_chunk`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -27,11 +29,15 @@ from flax import struct
 
 from jaxvaco import distributed, lag
 from jaxvaco.algos import Algorithm, Batch, make_algorithm
-from jaxvaco.algos.common import half_abs_deviation, total_loss
+from jaxvaco.algos.common import (
+    half_abs_deviation,
+    total_loss,
+    truncated_importance_weight,
+)
 from jaxvaco.config import TrainConfig, validate
 from jaxvaco.envs import VecEnv, make_env
 from jaxvaco.envs.base import EnvSpec, VecEnvState
-from jaxvaco.estimators import gae, vtrace
+from jaxvaco.estimators import Targets, gae, vtrace
 from jaxvaco.hparams import Hyperparams
 from jaxvaco.networks import ActorCritic, greedy_action, make_network
 from jaxvaco.normalize import (
@@ -137,244 +143,319 @@ def mean_tv(logp_a: jax.Array, logp_b: jax.Array) -> jax.Array:
     return half_abs_deviation(logp_a - logp_b).mean()
 
 
+class Setup(NamedTuple):
+    """What every stage reads: the config and the objects built from it (static)."""
+
+    config: TrainConfig
+    env: VecEnv  # this device's N/D envs
+    network: ActorCritic
+    algorithm: Algorithm
+    axis: str | None  # mesh axis of env-sharded learners; None on one device
+    mb_axis: str | None  # the axis a minibatch is spread over ("global" shuffle), or None
+
+    @property
+    def lagged(self) -> bool:
+        return self.config.lag.max_delay > 0
+
+    @property
+    def num_groups(self) -> int:
+        return self.config.lag.num_groups if self.lagged else 1
+
+    @property
+    def stale(self) -> bool:
+        """β may differ from π_T: ring-buffer lag or delayed device sync."""
+        return self.lagged or bool(self.axis and self.config.distributed.sync_interval > 1)
+
+    @property
+    def metric_envs(self) -> jax.Array:
+        """The env subsample the TV metrics are computed on (one env per minibatch)."""
+        return jnp.arange(0, self.env.num_envs, self.config.num_minibatches)
+
+
+class Behaviour(NamedTuple):
+    """The lag stage's output: the parameters the actors act with and their delays."""
+
+    params: Any  # [G, ...] per actor group when lagged, else the learner's θ_T
+    delays: jax.Array  # int32 [G] (or [1]): iterations each group lags
+    history: Any  # the ring buffer after writing θ_T (None without lag)
+    actors: Any  # per-device actor copies after the sync (None on one device)
+
+
+class LearnerView(NamedTuple):
+    """The learner's π_T and V_T on the batch where the algorithm reads them (else None)."""
+
+    logp: jax.Array  # log π_T(a|s) [T, N]; the recorded log β when π_T is not needed
+    values: jax.Array | None  # V_T(s)
+    next_values: jax.Array | None  # V_T(s')
+    metric_logp: jax.Array  # log π_T(a|s) on `Setup.metric_envs`, for the TV metrics
+
+
+def select_behaviour(setup: Setup, state: TrainState, hp: Hyperparams,
+                     key: jax.Array) -> Behaviour:
+    """Lag stage: θ_{T−k_g} from the ring buffer, the devices' synced copies, or θ_T."""
+    config = setup.config
+    if setup.lagged:
+        history = lag.push(state.history, state.params, state.iteration)
+        delays = lag.sample_delays(key, config.lag.mode, setup.num_groups, hp.lag_delay,
+                                   state.iteration)
+        return Behaviour(lag.gather(history, state.iteration, delays), delays, history, None)
+    if setup.axis:
+        actors, delays, params = distributed.sync_actors(
+            state.actors, state.params, state.iteration, config.distributed, setup.axis)
+        return Behaviour(params, delays, None, actors)
+    return Behaviour(state.params, jnp.zeros((1,), jnp.int32), None, None)
+
+
+def act(network: ActorCritic, params: Any, obs: jax.Array, key: jax.Array):
+    """One env: a ~ π(·|s) drawn with the env's own key, log π(a|s), V(s)."""
+    pi, value = network.apply(params, obs[None])
+    action = pi.sample(seed=key)
+    return action[0], pi.log_prob(action)[0], value[0]
+
+
+def behaviour_act(setup: Setup, params: Any, obs: jax.Array, keys: jax.Array):
+    """Actions, log β and V_β for [N] envs, each actor group with its own parameters."""
+    policy_step = jax.vmap(functools.partial(act, setup.network), in_axes=(None, 0, 0))
+    if not setup.lagged:
+        return policy_step(params, obs, keys)
+    return per_group(policy_step, True, setup.num_groups)(
+        params, obs, split_groups(keys, setup.num_groups))
+
+
+def maybe_normalize(config: TrainConfig, stats: RunningMeanStd, obs: jax.Array) -> jax.Array:
+    return normalize_obs(stats, obs) if config.normalize_obs else obs
+
+
+def collect(setup: Setup, state: TrainState, behaviour_params: Any, key: jax.Array):
+    """Rollout stage: `lax.scan` over L steps of the vmapped envs; log β(a|s) recorded.
+
+    Returns the next observations, env state and the [L, N] `Rollout`."""
+    config = setup.config
+    normalize = functools.partial(maybe_normalize, config, state.obs_stats)
+
+    def step(carry, step_key):
+        obs, env_state = carry
+        k_act, k_env = (distributed.env_keys(k, config.num_envs, setup.axis)
+                        for k in jax.random.split(step_key))
+        norm_obs = normalize(obs)
+        action, logp, value = behaviour_act(setup, behaviour_params, norm_obs, k_act)
+        env_state, out = setup.env.step_envs(k_env, env_state, action)
+        record = Rollout(norm_obs, obs if config.normalize_obs else None, action, logp,
+                         value, out.reward, out.terminated, out.truncated,
+                         normalize(out.final_obs), out.completed_return, out.completed_length)
+        return (out.obs, env_state), record
+
+    keys = jax.random.split(key, config.num_steps)
+    (obs, env_state), traj = jax.lax.scan(step, (state.obs, state.env_state), keys)
+    return obs, env_state, traj
+
+
+def learner_view(setup: Setup, params: Any, traj: Rollout) -> LearnerView:
+    """log π_T(a|s), V_T(s), V_T(s') over the batch where the algorithm reads them.
+
+    Otherwise log π_T is only needed for the TV metrics, on the subsample `metric_envs`,
+    and without lag or device sync lag it is the recorded log β exactly (β = π_T).
+    """
+    network, envs = setup.network, setup.metric_envs
+    if setup.algorithm.needs_learner_batch:
+        pi, values = network.apply(params, traj.obs)
+        next_values = network.apply(params, traj.final_obs, method="value")
+        logp = pi.log_prob(traj.actions)
+        return LearnerView(logp, values, next_values, logp[:, envs])
+    if not setup.stale:
+        return LearnerView(traj.logp, None, None, traj.logp[:, envs])
+    pi, _ = network.apply(params, traj.obs[:, envs])
+    return LearnerView(traj.logp, None, None, pi.log_prob(traj.actions[:, envs]))
+
+
+def estimate(setup: Setup, traj: Rollout, behaviour_params: Any, view: LearnerView,
+             hp: Hyperparams) -> Batch:
+    """The per-iteration advantages, value targets and policy-gradient weights: the
+    algorithm's critic × estimator, with ρ_t = min(ρ̄, π_T/β) applied once
+    (`Algorithm.importance_weight`). Rewards are scaled here, once, for learning."""
+    algorithm = setup.algorithm
+    rewards = traj.rewards * hp.reward_scale
+    if algorithm.critic == "learner":
+        values, next_values = view.values, view.next_values
+    else:
+        values_fn = lambda p, o: setup.network.apply(p, o, method="value")  # noqa: E731
+        next_values = per_group(values_fn, setup.lagged, setup.num_groups)(
+            behaviour_params, traj.final_obs)
+        values = traj.values
+    placement = algorithm.importance_weight
+    targets = critic_estimate(algorithm.estimator, rewards, values, next_values, traj,
+                              view.logp - traj.logp, hp, weighted=placement == "inside")
+    pg_weights = (truncated_importance_weight(view.logp - traj.logp, hp.rho_bar)
+                  if placement == "after_normalization" else None)
+    return Batch(traj.obs, traj.actions, traj.logp, values, next_values, rewards,
+                 traj.terminated, traj.truncated, traj.final_obs, view.logp,
+                 targets.advantages, targets.targets, pg_weights)
+
+
+def critic_estimate(estimator: str, rewards: jax.Array, values: jax.Array,
+                    next_values: jax.Array, traj: Rollout, log_ratio: jax.Array,
+                    hp: Hyperparams, weighted: bool) -> Targets:
+    """GAE, or V-trace with log_ratio = log π_T − log β (ρ_t inside Â only if `weighted`)."""
+    ends = (traj.terminated, traj.truncated)
+    if estimator == "gae":
+        return gae(rewards, values, next_values, *ends, hp.gamma, hp.gae_lambda)
+    return vtrace(rewards, values, next_values, *ends, log_ratio, hp.gamma, hp.gae_lambda,
+                  hp.rho_bar, hp.c_bar, weight_advantages=weighted)
+
+
+def sgd_step(setup: Setup, carry, mb: Batch, hp: Hyperparams, algo_state: dict,
+             lr: jax.Array):
+    """One minibatch: gradient (averaged over the devices), clipped Adam step."""
+    params, opt_state = carry
+    grads, metrics = jax.grad(total_loss, has_aux=True)(
+        params, setup.network.apply, mb, hp, algo_state, setup.algorithm,
+        setup.config.norm_adv, setup.mb_axis)
+    grads = distributed.mean(grads, setup.axis)
+    updates, opt_state = make_optimizer(hp).update(grads, opt_state, params)
+    updates = jax.tree.map(lambda u: -lr * u, updates)
+    metrics["grad_norm"] = optax.global_norm(grads)
+    return (optax.apply_updates(params, updates), opt_state), metrics
+
+
+def update(setup: Setup, state: TrainState, batch: Batch, hp: Hyperparams, key: jax.Array):
+    """E epochs × M minibatches. With the "global" shuffle the devices gather the batch,
+    shuffle all N envs alike and each trains on its 1/D slice of every minibatch."""
+    config, mb_axis = setup.config, setup.mb_axis
+    lr = learning_rate(config, hp, state.iteration)
+    if mb_axis:
+        batch = jax.tree.map(lambda x: distributed.gather_envs(x, mb_axis), batch)
+
+    def epoch(carry, epoch_key):
+        mbs = minibatches(batch, epoch_key, config.num_minibatches)
+        mbs = jax.tree.map(lambda x: distributed.local_part(x, mb_axis, dim=2), mbs)
+        return jax.lax.scan(lambda c, mb: sgd_step(setup, c, mb, hp, state.algo_state, lr),
+                            carry, mbs)
+
+    shuffle_key = key if mb_axis else distributed.device_key(key, setup.axis)
+    keys = jax.random.split(shuffle_key, config.update_epochs)
+    (params, opt_state), metrics = jax.lax.scan(epoch, (state.params, state.opt_state), keys)
+    return params, opt_state, jax.tree.map(jnp.mean, metrics)
+
+
+def iteration_metrics(setup: Setup, traj: Rollout, view: LearnerView, params: Any,
+                      delays: jax.Array, lr: jax.Array) -> dict:
+    """Lag (spec §1.2), TV backward / forward / total on the subsample, episode sums."""
+    config, envs = setup.config, setup.metric_envs
+    pi_final, _ = setup.network.apply(params, traj.obs[:, envs])
+    final_logp = pi_final.log_prob(traj.actions[:, envs])
+    behaviour_logp = traj.logp[:, envs]
+    mean_delay = delays.mean()
+    updates = config.updates_per_iteration
+    return {
+        "lag/iterations": mean_delay,
+        "lag/sgd_steps": mean_delay * updates + (updates - 1) / 2,
+        "tv/backward": mean_tv(view.metric_logp, behaviour_logp),
+        "tv/forward": mean_tv(final_logp, view.metric_logp),
+        "tv/total": mean_tv(final_logp, behaviour_logp),
+        "episode/return_sum": traj.completed_return.sum(),
+        "episode/length_sum": traj.completed_length.sum().astype(jnp.float32),
+        "episode/count": (traj.terminated | traj.truncated).sum().astype(jnp.float32),
+        "learning_rate": lr,
+    }
+
+
+def iteration(setup: Setup, state: TrainState, hp: Hyperparams) -> tuple[TrainState, dict]:
+    """One learner iteration: the stages above, composed."""
+    key, k_delay, k_roll, k_update = jax.random.split(state.key, 4)
+    behaviour = select_behaviour(setup, state, hp, k_delay)
+    obs, env_state, traj = collect(setup, state, behaviour.params, k_roll)
+    view = learner_view(setup, state.params, traj)
+    batch = estimate(setup, traj, behaviour.params, view, hp)
+    params, opt_state, metrics = update(setup, state, batch, hp, k_update)
+    metrics.update(iteration_metrics(setup, traj, view, params, behaviour.delays,
+                                     learning_rate(setup.config, hp, state.iteration)))
+    metrics = distributed.reduce_metrics(metrics, setup.axis)
+    obs_stats = state.obs_stats
+    if setup.config.normalize_obs:
+        obs_stats = update_running_stats(obs_stats,
+                                         distributed.gather_envs(traj.raw_obs, setup.axis))
+    new_state = state.replace(
+        params=params, opt_state=opt_state, obs=obs, env_state=env_state,
+        obs_stats=obs_stats, history=behaviour.history, key=key,
+        algo_state=setup.algorithm.update_state(state.algo_state, metrics, hp),
+        iteration=state.iteration + 1, actors=behaviour.actors)
+    return new_state, metrics
+
+
+def train_chunk(setup: Setup, state: TrainState, hp: Hyperparams, num_iterations: jax.Array):
+    """Run num_iterations iterations; return the new state and metrics summed over them."""
+    zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
+                         jax.eval_shape(functools.partial(iteration, setup), state, hp)[1])
+
+    def body(_, carry):
+        state, sums = carry
+        state, metrics = iteration(setup, state, hp)
+        return state, jax.tree.map(jnp.add, sums, metrics)
+
+    return jax.lax.fori_loop(0, num_iterations, body, (state, zeros))
+
+
+def init_state(setup: Setup, init_env: VecEnv, key: jax.Array, hp: Hyperparams) -> TrainState:
+    """θ_0, the optimizer, the envs reset (all N of them), the lag buffer or actor copies."""
+    config = setup.config
+    k_params, k_env, key = jax.random.split(key, 3)
+    obs, env_state = init_env.reset(k_env)
+    params = setup.network.init(k_params, obs[:1])
+    devices = config.distributed.num_devices if setup.axis else 1
+    return TrainState(
+        params=params,
+        opt_state=make_optimizer(hp).init(params),
+        obs=obs,
+        env_state=env_state,
+        obs_stats=init_running_stats(init_env.spec.obs_shape),
+        history=lag.init_history(params, config.lag.max_delay) if setup.lagged else None,
+        algo_state=setup.algorithm.init_state(hp),
+        key=key,
+        iteration=jnp.zeros((), jnp.int32),
+        actors=distributed.init_actors(params, devices) if setup.axis else None,
+    )
+
+
+def evaluate(setup: Setup, eval_env: VecEnv, state: TrainState, key: jax.Array,
+             greedy: bool) -> jax.Array:
+    """Return of the first episode in each of `eval.num_episodes` parallel envs."""
+    config, network = setup.config, setup.network
+    k_reset, k_run = jax.random.split(key)
+    obs, env_state = eval_env.reset(k_reset)
+
+    def step(carry, step_key):
+        obs, env_state, returns, finished = carry
+        k_act, k_env = jax.random.split(step_key)
+        pi, _ = network.apply(state.params, maybe_normalize(config, state.obs_stats, obs))
+        action = greedy_action(pi) if greedy else pi.sample(seed=k_act)
+        env_state, out = eval_env.step(k_env, env_state, action)
+        returns = returns + jnp.where(finished, 0.0, out.reward)
+        finished = finished | out.terminated | out.truncated
+        return (out.obs, env_state, returns, finished), None
+
+    zeros = jnp.zeros(config.eval.num_episodes)
+    carry = (obs, env_state, zeros, zeros.astype(bool))
+    keys = jax.random.split(k_run, eval_env.spec.max_episode_steps)
+    (_, _, returns, _), _ = jax.lax.scan(step, carry, keys)
+    return returns
+
+
 def make_train(config: TrainConfig) -> Trainer:
-    """Build env, network, algorithm and the pure functions of one run (one seed)."""
+    """Build env, network, algorithm and wire the stages into the pure functions of one run."""
     validate(config)
-    axis = distributed.env_axis(config)  # None on one device: every hook below is the identity
-    mb_axis = distributed.minibatch_axis(config)
+    axis = distributed.env_axis(config)  # None on one device: every collective is the identity
     devices = config.distributed.num_devices if axis else 1
-    local_envs = config.num_envs // devices
-    env: VecEnv = make_env(config.env, local_envs, brax_backend=config.brax_backend)
-    init_env = make_env(config.env, config.num_envs, brax_backend=config.brax_backend) if axis \
-        else env
-    spec = env.spec
-    network = make_network(spec, config.hidden_sizes, config.activation)
-    algorithm = make_algorithm(config)
-    lagged = config.lag.max_delay > 0
-    num_groups = config.lag.num_groups if lagged else 1
-    metric_envs = jnp.arange(0, local_envs, config.num_minibatches)  # TV subsample
-
-    def act(params, obs, key):
-        """One env: a ~ π(·|s) drawn with the env's own key, log π(a|s), V(s)."""
-        pi, value = network.apply(params, obs[None])
-        action = pi.sample(seed=key)
-        return action[0], pi.log_prob(action)[0], value[0]
-
-    policy_step = jax.vmap(act, in_axes=(None, 0, 0))  # [n] envs, [n] keys
-
-    def behavior_step(params, obs, keys):
-        if not lagged:
-            return policy_step(params, obs, keys)
-        return per_group(policy_step, True, num_groups)(params, obs,
-                                                         split_groups(keys, num_groups))
-
-    behavior_value = per_group(lambda p, o: network.apply(p, o, method="value"), lagged, num_groups)
-
-    def normalize(stats, obs):
-        return normalize_obs(stats, obs) if config.normalize_obs else obs
-
-    def init(key: jax.Array, hp: Hyperparams) -> TrainState:
-        k_params, k_env, key = jax.random.split(key, 3)
-        obs, env_state = init_env.reset(k_env)
-        params = network.init(k_params, obs[:1])
-        return TrainState(
-            params=params,
-            opt_state=make_optimizer(hp).init(params),
-            obs=obs,
-            env_state=env_state,
-            obs_stats=init_running_stats(spec.obs_shape),
-            history=lag.init_history(params, config.lag.max_delay) if lagged else None,
-            algo_state=algorithm.init_state(hp),
-            key=key,
-            iteration=jnp.zeros((), jnp.int32),
-            actors=distributed.init_actors(params, devices) if axis else None,
-        )
-
-    def rollout(state: TrainState, behavior_params, key):
-        def step(carry, step_key):
-            obs, env_state = carry
-            k_act, k_env = (distributed.env_keys(k, config.num_envs, axis)
-                            for k in jax.random.split(step_key))
-            norm_obs = normalize(state.obs_stats, obs)
-            action, logp, value = behavior_step(behavior_params, norm_obs, k_act)
-            env_state, out = env.step_envs(k_env, env_state, action)
-            record = Rollout(norm_obs, obs if config.normalize_obs else None, action, logp,
-                             value, out.reward, out.terminated, out.truncated,
-                             normalize(state.obs_stats, out.final_obs), out.completed_return,
-                             out.completed_length)
-            return (out.obs, env_state), record
-
-        keys = jax.random.split(key, config.num_steps)
-        (obs, env_state), traj = jax.lax.scan(step, (state.obs, state.env_state), keys)
-        return obs, env_state, traj
-
-    weight_after_normalization = (algorithm.advantages == "vtrace"
-                                  and algorithm.advantage_form == "normalize_then_weight")
-
-    def estimate(traj: Rollout, rewards, next_values, learner_logp, learner_values,
-                 learner_next_values, hp: Hyperparams):
-        """The per-iteration advantages, targets and policy-gradient weights (None = 1) of
-        the algorithm: its "align" step. `rewards` are the scaled ones learning uses."""
-        ends = (traj.terminated, traj.truncated)
-        if algorithm.advantages == "gae":
-            return gae(rewards, traj.values, next_values, *ends, hp.gamma,
-                       hp.gae_lambda), None
-        if algorithm.advantages == "values":
-            return gae(rewards, learner_values, learner_next_values, *ends, hp.gamma,
-                       hp.gae_lambda), None
-        log_ratio = learner_logp - traj.logp
-        targets = vtrace(rewards, learner_values, learner_next_values, *ends, log_ratio,
-                         hp.gamma, hp.gae_lambda, hp.rho_bar, hp.c_bar,
-                         weight_advantages=not weight_after_normalization)
-        if not weight_after_normalization:
-            return targets, None
-        return targets, jnp.minimum(hp.rho_bar, jnp.exp(log_ratio))
-
-    needs_learner_batch = algorithm.uses_learner_logp or algorithm.advantages != "gae"
-    stale = lagged or bool(axis and config.distributed.sync_interval > 1)  # β may differ from π_T
-
-    def learner_view(params, traj: Rollout):
-        """log π_T(a|s), V_T(s), V_T(s') over the batch where the algorithm reads them.
-
-        Otherwise log π_T is only needed for the TV metrics, on the subsample `metric_envs`,
-        and without lag or device sync lag it is the recorded log β exactly (β = π_T). The
-        unused fields are None and the batch's `logp_learner` then holds log β.
-        """
-        if needs_learner_batch:
-            pi, values = network.apply(params, traj.obs)
-            next_values = network.apply(params, traj.final_obs, method="value")
-            logp = pi.log_prob(traj.actions)
-            return logp, values, next_values, logp[:, metric_envs]
-        if not stale:
-            return traj.logp, None, None, traj.logp[:, metric_envs]
-        pi, _ = network.apply(params, traj.obs[:, metric_envs])
-        return traj.logp, None, None, pi.log_prob(traj.actions[:, metric_envs])
-
-    def sgd_step(carry, mb: Batch, hp: Hyperparams, algo_state, lr):
-        params, opt_state = carry
-        grads, metrics = jax.grad(total_loss, has_aux=True)(
-            params, network.apply, mb, hp, algo_state, algorithm, config.norm_adv, mb_axis)
-        grads = distributed.mean(grads, axis)
-        updates, opt_state = make_optimizer(hp).update(grads, opt_state, params)
-        updates = jax.tree.map(lambda u: -lr * u, updates)
-        metrics["grad_norm"] = optax.global_norm(grads)
-        return (optax.apply_updates(params, updates), opt_state), metrics
-
-    def update(state: TrainState, batch: Batch, hp: Hyperparams, key):
-        """E epochs × M minibatches. With the "global" shuffle the devices gather the batch,
-        shuffle all N envs alike and each trains on its 1/D slice of every minibatch."""
-        lr = learning_rate(config, hp, state.iteration)
-        if mb_axis:
-            batch = jax.tree.map(lambda x: distributed.gather_envs(x, mb_axis), batch)
-
-        def epoch(carry, epoch_key):
-            mbs = minibatches(batch, epoch_key, config.num_minibatches)
-            mbs = jax.tree.map(lambda x: distributed.local_part(x, mb_axis, dim=2), mbs)
-            return jax.lax.scan(lambda c, mb: sgd_step(c, mb, hp, state.algo_state, lr),
-                                carry, mbs)
-
-        shuffle_key = key if mb_axis else distributed.device_key(key, axis)
-        keys = jax.random.split(shuffle_key, config.update_epochs)
-        (params, opt_state), metrics = jax.lax.scan(
-            epoch, (state.params, state.opt_state), keys)
-        return params, opt_state, jax.tree.map(jnp.mean, metrics)
-
-    def iteration(state: TrainState, hp: Hyperparams) -> tuple[TrainState, dict]:
-        key, k_delay, k_roll, k_update = jax.random.split(state.key, 4)
-        if lagged:
-            history = lag.push(state.history, state.params, state.iteration)
-            delays = lag.sample_delays(k_delay, config.lag.mode, num_groups, hp.lag_delay,
-                                       state.iteration)
-            behavior_params = lag.gather(history, state.iteration, delays)
-        elif axis:
-            history = None
-            actors, delays, behavior_params = distributed.sync_actors(
-                state.actors, state.params, state.iteration, config.distributed, axis)
-        else:
-            history, delays, behavior_params = None, jnp.zeros((1,), jnp.int32), state.params
-        obs, env_state, traj = rollout(state, behavior_params, k_roll)
-        next_values = behavior_value(behavior_params, traj.final_obs)
-        learner_logp, learner_values, learner_next_values, sub_learner = learner_view(
-            state.params, traj)
-        rewards = traj.rewards * hp.reward_scale
-        targets, pg_weights = estimate(traj, rewards, next_values, learner_logp,
-                                       learner_values, learner_next_values, hp)
-        batch = Batch(traj.obs, traj.actions, traj.logp, traj.values, next_values, rewards,
-                      traj.terminated, traj.truncated, traj.final_obs, learner_logp,
-                      targets.advantages, targets.targets, pg_weights)
-        params, opt_state, metrics = update(state, batch, hp, k_update)
-
-        pi_final, _ = network.apply(params, traj.obs[:, metric_envs])
-        final_logp = pi_final.log_prob(traj.actions[:, metric_envs])
-        sub_behavior = traj.logp[:, metric_envs]
-        mean_delay = delays.mean()
-        metrics.update({
-            "lag/iterations": mean_delay,
-            "lag/sgd_steps": (mean_delay * config.updates_per_iteration
-                              + (config.updates_per_iteration - 1) / 2),
-            "tv/backward": mean_tv(sub_learner, sub_behavior),
-            "tv/forward": mean_tv(final_logp, sub_learner),
-            "tv/total": mean_tv(final_logp, sub_behavior),
-            "episode/return_sum": traj.completed_return.sum(),
-            "episode/length_sum": traj.completed_length.sum().astype(jnp.float32),
-            "episode/count": (traj.terminated | traj.truncated).sum().astype(jnp.float32),
-            "learning_rate": learning_rate(config, hp, state.iteration),
-        })
-        metrics = distributed.reduce_metrics(metrics, axis)
-        obs_stats = state.obs_stats
-        if config.normalize_obs:
-            obs_stats = update_running_stats(obs_stats,
-                                             distributed.gather_envs(traj.raw_obs, axis))
-        new_state = TrainState(
-            params=params,
-            opt_state=opt_state,
-            obs=obs,
-            env_state=env_state,
-            obs_stats=obs_stats,
-            history=history,
-            algo_state=algorithm.update_state(state.algo_state, metrics, hp),
-            key=key,
-            iteration=state.iteration + 1,
-            actors=actors if axis else None,
-        )
-        return new_state, metrics
-
-    def train_chunk(state: TrainState, hp: Hyperparams, num_iterations: jax.Array):
-        """Run num_iterations iterations; return the new state and metrics summed over them."""
-        zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
-                             jax.eval_shape(iteration, state, hp)[1])
-
-        def body(_, carry):
-            state, sums = carry
-            state, metrics = iteration(state, hp)
-            return state, jax.tree.map(jnp.add, sums, metrics)
-
-        return jax.lax.fori_loop(0, num_iterations, body, (state, zeros))
-
+    make = functools.partial(make_env, config.env, brax_backend=config.brax_backend)
+    env: VecEnv = make(config.num_envs // devices)
+    network = make_network(env.spec, config.hidden_sizes, config.activation)
+    setup = Setup(config, env, network, make_algorithm(config), axis,
+                  distributed.minibatch_axis(config))
+    chunk = functools.partial(train_chunk, setup)
     if axis:
-        train_chunk = distributed.shard_envs(train_chunk, distributed.make_mesh(config))
-
-    eval_env = make_env(config.env, config.eval.num_episodes, brax_backend=config.brax_backend)
-
-    def evaluate(state: TrainState, key: jax.Array, greedy: bool) -> jax.Array:
-        """Return of the first episode in each of `eval.num_episodes` parallel envs."""
-        k_reset, k_run = jax.random.split(key)
-        obs, env_state = eval_env.reset(k_reset)
-
-        def step(carry, step_key):
-            obs, env_state, returns, finished = carry
-            k_act, k_env = jax.random.split(step_key)
-            pi, _ = network.apply(state.params, normalize(state.obs_stats, obs))
-            action = greedy_action(pi) if greedy else pi.sample(seed=k_act)
-            env_state, out = eval_env.step(k_env, env_state, action)
-            returns = returns + jnp.where(finished, 0.0, out.reward)
-            finished = finished | out.terminated | out.truncated
-            return (out.obs, env_state, returns, finished), None
-
-        zeros = jnp.zeros(config.eval.num_episodes)
-        carry = (obs, env_state, zeros, zeros.astype(bool))
-        keys = jax.random.split(k_run, spec.max_episode_steps)
-        (_, _, returns, _), _ = jax.lax.scan(step, carry, keys)
-        return returns
-
-    return Trainer(config, spec, network, algorithm, init, train_chunk, evaluate)
+        chunk = distributed.shard_envs(chunk, distributed.make_mesh(config))
+    return Trainer(
+        config, env.spec, network, setup.algorithm,
+        init=functools.partial(init_state, setup, make(config.num_envs) if axis else env),
+        train_chunk=chunk,
+        evaluate=functools.partial(evaluate, setup, make(config.eval.num_episodes)),
+    )

@@ -3,6 +3,24 @@
 import numpy as np
 
 
+def gae_reference(rewards, values, next_values, terminated, truncated, gamma, lam):
+    """δ_t = r_t + γ·V(s'_t)·[not terminated] − V(s_t); Â_t = δ_t + γλ·Â_{t+1} inside an
+    episode (the trace is cut at termination and at truncation)."""
+    steps, envs = rewards.shape
+    adv = np.zeros((steps, envs))
+    for n in range(envs):
+        acc = 0.0
+        for t in reversed(range(steps)):
+            bootstrap = 0.0 if terminated[t, n] else next_values[t, n]
+            delta = rewards[t, n] + gamma * bootstrap - values[t, n]
+            if terminated[t, n] or truncated[t, n] or t == steps - 1:
+                acc = delta
+            else:
+                acc = delta + gamma * lam * acc
+            adv[t, n] = acc
+    return adv, adv + values
+
+
 def vtrace_reference(rewards, values, next_values, terminated, truncated, log_ratio,
                      gamma, lam, rho_bar, c_bar):
     """Spec §2, per step:

@@ -15,6 +15,7 @@ from jaxvaco.config import (
     LagConfig,
     PPOConfig,
     PPOKLConfig,
+    SPOConfig,
     TrainConfig,
     VacoConfig,
     VtraceConfig,
@@ -126,10 +127,11 @@ def test_to_dict_from_dict_round_trip_through_json():
         env="Pendulum-v1", algo="vaco", seed=3, num_seeds=2, hidden_sizes=(32, 16, 8),
         activation="relu", normalize_obs=True, run_name="x", learning_rate=1e-3,
         lag=LagConfig(max_delay=4, mode="spread", num_groups=4),
-        ppo=PPOConfig(anchor="learner", advantages="vtrace", rho_bar=2.0),
+        ppo=PPOConfig(anchor="learner", critic="learner", advantages="vtrace", rho_bar=2.0),
         ppo_kl=PPOKLConfig(kl_coef=0.5, adaptive=False),
         impala=VtraceConfig(rho_bar=1.5, c_bar=0.5),
-        vaco=VacoConfig(delta=0.1, filter="sample", align="values", anchor="behavior"),
+        spo=SPOConfig(critic="learner"),
+        vaco=VacoConfig(delta=0.1, filter="sample", advantages="vtrace", anchor="behavior"),
         eval=EvalConfig(every_chunks=2, num_episodes=4),
     )
     data = json.loads(json.dumps(to_dict(config)))

@@ -90,26 +90,22 @@ def test_ppo_clipped_surrogate_value_mask_and_gradient(seed):
 
 
 @pytest.mark.parametrize("anchor", ["behavior", "learner"])
-def test_ppo_policy_loss_anchor_and_decoupled_weight(anchor):
-    rho_bar = 1.3
+def test_ppo_policy_loss_clips_on_its_anchor(anchor):
+    """The loss clips r = π_θ/anchor; decoupled PPO's weight π_T/β is not applied here but
+    once, by the estimate stage (tests/test_stages.py)."""
     logp, logp_learner, logp_behavior, adv = random_policy_inputs(3)
-    config = config_with(clip_coef=EPS, ppo=PPOConfig(anchor=anchor, rho_bar=rho_bar))
+    config = config_with(clip_coef=EPS, ppo=PPOConfig(anchor=anchor, rho_bar=1.3))
     hp = hyperparams_from_config(config)
     algo = ppo.make(config)
-    assert algo.uses_learner_logp == (anchor == "learner")
+    assert algo.needs_learner_batch == (anchor == "learner")
     batch = make_batch(logp_learner, logp_behavior)
-    if anchor == "learner":
-        ref, clipped, grad = ppo_reference(logp, logp_learner, adv, EPS)
-        weight = np.minimum(rho_bar, np.exp(logp_learner - logp_behavior))
-        assert (weight == rho_bar).any() and (weight < 1).any()
-    else:
-        ref, clipped, grad = ppo_reference(logp, logp_behavior, adv, EPS)
-        weight = np.ones_like(ref)
+    ref, clipped, grad = ppo_reference(logp, logp_learner if anchor == "learner"
+                                       else logp_behavior, adv, EPS)
     loss_fn = lambda lp: algo.policy_loss(lp, f32(adv), batch, hp, {})
     (loss, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(f32(logp))
-    close(loss, np.mean(weight * ref))
+    close(loss, np.mean(ref))
     close(metrics["filter/fraction"], clipped.mean())
-    close(g, weight * grad / logp.size)
+    close(g, grad / logp.size)
 
 
 # --------------------------------------------------------------------------- PPO-KL
@@ -244,7 +240,7 @@ def test_vaco_policy_loss(anchor, kind, delta_case):
     config = config_with(algo="vaco", vaco=VacoConfig(delta=delta, filter=kind, anchor=anchor))
     hp = hyperparams_from_config(config)
     algo = vaco.make(config)
-    assert algo.uses_learner_logp == (anchor == "learner")
+    assert algo.anchor == anchor
     batch = make_batch(logp_learner, logp_behavior)
     m = vaco_mask_reference(logp - anchor_logp, adv, delta, kind)
     if kind == "batch" and delta_case == "above":

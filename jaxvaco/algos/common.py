@@ -1,8 +1,7 @@
 """What every algorithm shares: the batch layout, the algorithm record, the total loss.
 
-An algorithm is a small record: which per-iteration advantage estimate it uses, whether
-it needs the learner's π_T over the batch, and a pure policy-loss function with one
-signature,
+An algorithm is a small record: which critic and estimator its per-iteration estimate
+uses, the anchor of its ratio, and a pure policy-loss function with one signature,
 
     policy_loss(logp, advantages, batch, hp, algo_state) -> (loss, metrics)
 
@@ -35,8 +34,8 @@ class Batch:
     obs: jax.Array  # observations the actors acted on (normalised if enabled)
     actions: jax.Array
     logp_behavior: jax.Array  # log β(a|s), recorded at collection time
-    values: jax.Array  # V_β(s), recorded at collection time
-    next_values: jax.Array  # V_β(s'), s' the observation after the step (pre-reset)
+    values: jax.Array  # V(s) of the algorithm's critic (recorded V_β or the learner's V_T)
+    next_values: jax.Array  # V(s') of that critic, s' the observation after the step
     rewards: jax.Array
     terminated: jax.Array
     truncated: jax.Array
@@ -53,20 +52,66 @@ PolicyLoss = Callable[
 
 
 class Algorithm(NamedTuple):
+    """An algorithm as a composition: critic × estimator × anchor × policy objective.
+
+    The first three are read by the trainer's per-iteration estimate step
+    (`jaxvaco.train.estimate`); the objective is `policy_loss`. PPO, VACO and every cell of
+    the lag ablation are such records (`from_options`), not separate code paths.
+    """
+
     name: str
-    advantages: str
-    """Per-iteration estimate: "gae" (recorded values), "values" (GAE with V_T) or "vtrace"
-    (V-trace with π_T and V_T)."""
-    uses_learner_logp: bool
-    """True when the loss reads `batch.logp_learner` (π_T over the whole batch)."""
     policy_loss: PolicyLoss
+    critic: str = "behavior"
+    """Values behind Â and v_t: "behavior" (recorded V_β) or "learner" (V_T, recomputed)."""
+    estimator: str = "gae"
+    """"gae" or "vtrace" (ratios π_T/β)."""
+    anchor: str = "behavior"
+    """Denominator of the objective's ratio: "behavior" (β) or "learner" (π_T)."""
     advantage_form: str = "weighted"
-    """V-trace only: "weighted" (ρ inside Â) or "normalize_then_weight" (ρ after
-    normalisation, carried in `batch.pg_weights`)."""
+    """Anchor π_T with V-trace: "weighted" (ρ inside Â) or "normalize_then_weight"."""
     recompute_vtrace: bool = False
     """IMPALA: recompute V-trace with the current π_θ and V_θ at every minibatch."""
     init_state: Callable[[Hyperparams], dict] = lambda hp: {}
     update_state: Callable[[dict, dict, Hyperparams], dict] = lambda state, metrics, hp: state
+
+    @property
+    def needs_learner_batch(self) -> bool:
+        """True when the estimate or the loss reads π_T or V_T over the whole batch."""
+        return "learner" in (self.critic, self.anchor) or self.estimator == "vtrace"
+
+    @property
+    def importance_weight(self) -> str:
+        """Where ρ_t = min(ρ̄, π_T/β) enters, so the β → π_θ correction is applied once.
+
+        "none": anchor β, the objective's ratio π_θ/β already carries the whole correction;
+        "inside": V-trace's weighted Â_t = ρ_t·(q_t − V(s_t)), then normalisation;
+        "after_normalization": Â is normalised, then multiplied by ρ_t (`Batch.pg_weights`);
+        with GAE this is decoupled PPO's weight (Hilton et al. 2021), with V-trace the
+        normalise-then-weight form [ours].
+        """
+        if self.anchor == "behavior":
+            return "none"
+        if self.estimator == "vtrace" and self.advantage_form == "weighted":
+            return "inside"
+        return "after_normalization"
+
+
+def from_options(name: str, policy_loss: PolicyLoss, options, anchor: str = "behavior",
+                 **rest) -> Algorithm:
+    """The record of an algorithm whose estimate is set by an `EstimateConfig` group."""
+    return Algorithm(name=name, policy_loss=policy_loss, critic=options.critic,
+                     estimator=options.advantages, anchor=anchor,
+                     advantage_form=options.advantage_form, **rest)
+
+
+def anchor_logp(batch: Batch, anchor: str) -> jax.Array:
+    """log of the ratio's denominator: log π_T ("learner") or the recorded log β."""
+    return batch.logp_learner if anchor == "learner" else batch.logp_behavior
+
+
+def truncated_importance_weight(log_ratio: jax.Array, rho_bar: jax.Array) -> jax.Array:
+    """ρ = min(ρ̄, exp(log_ratio)), e.g. log_ratio = log π_T − log β."""
+    return jnp.minimum(rho_bar, jnp.exp(log_ratio))
 
 
 def normalize_advantages(advantages: jax.Array, axis: str | None = None) -> jax.Array:

@@ -21,5 +21,4 @@ def make(config: TrainConfig) -> Algorithm:
     def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state):
         return -jnp.mean(logp * advantages), {"filter/fraction": jnp.zeros(())}
 
-    return Algorithm(name="impala", advantages="gae", uses_learner_logp=False,
-                     policy_loss=policy_loss, recompute_vtrace=True)
+    return Algorithm(name="impala", policy_loss=policy_loss, recompute_vtrace=True)

@@ -5,7 +5,10 @@
 
 - anchor "behavior" [standard]: anchor = β, the logged log-probs; w = 1.
 - anchor "learner" [Hilton et al. 2021, decoupled PPO]: anchor = π_T, the learner at the
-  start of the iteration, and w = min(ρ̄, π_T/β) corrects for the behaviour policy.
+  start of the iteration, and w = min(ρ̄, π_T/β) corrects for the behaviour policy. w is
+  applied once, by the trainer's estimate step (`Algorithm.importance_weight`): after
+  normalisation with GAE (w·min(r·Â, clip(r)·Â) = min(r·wÂ, clip(r)·wÂ) for w ≥ 0), or
+  inside V-trace's Â, never both.
 
 `filter/fraction` is the fraction of samples whose gradient the clip removes.
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.algos.common import Algorithm, Batch, removed_gradient
+from jaxvaco.algos.common import Algorithm, Batch, anchor_logp, from_options, removed_gradient
 from jaxvaco.config import TrainConfig
 from jaxvaco.hparams import Hyperparams
 
@@ -32,20 +35,11 @@ def clipped_surrogate(
 
 
 def make(config: TrainConfig) -> Algorithm:
-    anchor_is_learner = config.ppo.anchor == "learner"
+    anchor = config.ppo.anchor
 
     def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state):
-        anchor = batch.logp_learner if anchor_is_learner else batch.logp_behavior
-        per_sample, clipped = clipped_surrogate(logp, anchor, advantages, hp.clip_coef)
-        if anchor_is_learner:
-            weight = jnp.minimum(hp.rho_bar, jnp.exp(batch.logp_learner - batch.logp_behavior))
-            per_sample = jax.lax.stop_gradient(weight) * per_sample
+        per_sample, clipped = clipped_surrogate(logp, anchor_logp(batch, anchor), advantages,
+                                                hp.clip_coef)
         return per_sample.mean(), {"filter/fraction": clipped.mean()}
 
-    return Algorithm(
-        name="ppo",
-        advantages=config.ppo.advantages,
-        uses_learner_logp=anchor_is_learner,
-        policy_loss=policy_loss,
-        advantage_form=config.ppo.advantage_form,
-    )
+    return from_options("ppo", policy_loss, config.ppo, anchor=anchor)

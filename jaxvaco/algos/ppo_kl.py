@@ -14,7 +14,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.algos.common import Algorithm, Batch
+from jaxvaco.algos.common import Algorithm, Batch, from_options
 from jaxvaco.config import TrainConfig
 from jaxvaco.hparams import Hyperparams
 
@@ -51,11 +51,8 @@ def make(config: TrainConfig) -> Algorithm:
         return {"kl_coef": adapt_kl_coef(algo_state["kl_coef"], metrics["kl/estimate"],
                                          hp.target_kl)}
 
-    return Algorithm(
-        name="ppo_kl",
-        advantages="gae",
-        uses_learner_logp=False,
-        policy_loss=policy_loss,
+    return from_options(
+        "ppo_kl", policy_loss, config.ppo_kl,
         init_state=lambda hp: {"kl_coef": jnp.asarray(initial_coef, jnp.float32)},
         update_state=update_state,
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.algos.common import Algorithm, Batch
+from jaxvaco.algos.common import Algorithm, Batch, from_options
 from jaxvaco.config import TrainConfig
 from jaxvaco.hparams import Hyperparams
 
@@ -32,6 +32,5 @@ def make(config: TrainConfig) -> Algorithm:
         return spo_surrogate(logp, batch.logp_behavior, advantages, hp.clip_coef), {
             "filter/fraction": outside.mean()}
 
-    return Algorithm(name="spo", advantages="gae", uses_learner_logp=False,
-                     policy_loss=policy_loss)
+    return from_options("spo", policy_loss, config.spo)
 

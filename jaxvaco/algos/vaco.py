@@ -6,9 +6,11 @@ reconstruction, each a config switch.
 
 Align [paper]: once per iteration, recompute advantages and value targets with V-trace
 using the learner's π_T and V_T against the logged β; they stay frozen for all E×M
-updates (`vaco.align = "vtrace"`). `"values"` [ours] recomputes only the critic (GAE with
-V_T, no importance weights); `"gae"` turns alignment off (filter only). The alignment
-itself is done by the trainer's per-iteration estimate step (`Algorithm.advantages`).
+updates (`--vaco.critic learner --vaco.advantages vtrace`). `--vaco.advantages gae` [ours,
+default] recomputes only the critic (GAE with V_T); `--vaco.critic behavior` turns
+alignment off (filter only). The alignment itself is the trainer's per-iteration estimate
+step, as for every algorithm; the importance weight ρ_t = min(ρ̄, π_T/β) enters once, and
+only with anchor π_T (`Algorithm.importance_weight`).
 
 Filter [paper: drop per-sample gradients predicted to increase TV beyond δ = 0.2]; our
 form [ours]:
@@ -27,7 +29,14 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.algos.common import Algorithm, Batch, half_abs_deviation, removed_gradient
+from jaxvaco.algos.common import (
+    Algorithm,
+    Batch,
+    anchor_logp,
+    from_options,
+    half_abs_deviation,
+    removed_gradient,
+)
 from jaxvaco.config import TrainConfig
 from jaxvaco.distributed import minibatch_axis, minibatch_mean
 from jaxvaco.hparams import Hyperparams
@@ -63,19 +72,11 @@ def filtered_surrogate(
 
 def make(config: TrainConfig) -> Algorithm:
     options = config.vaco
-    anchor_is_learner = options.anchor == "learner"
     axis = minibatch_axis(config)
 
     def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state):
-        anchor = batch.logp_learner if anchor_is_learner else batch.logp_behavior
-        loss, mask = filtered_surrogate(logp, anchor, advantages, hp.delta, options.filter,
-                                         axis)
+        loss, mask = filtered_surrogate(logp, anchor_logp(batch, options.anchor), advantages,
+                                         hp.delta, options.filter, axis)
         return loss, {"filter/fraction": 1.0 - mask.mean()}
 
-    return Algorithm(
-        name="vaco",
-        advantages=options.align,
-        uses_learner_logp=anchor_is_learner,
-        policy_loss=policy_loss,
-        advantage_form=options.advantage_form,
-    )
+    return from_options("vaco", policy_loss, options, anchor=options.anchor)
