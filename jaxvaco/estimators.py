@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 
@@ -22,6 +23,12 @@ import jax.numpy as jnp
 class Targets(NamedTuple):
     advantages: jax.Array  # [T, N] policy-gradient advantages Â_t
     targets: jax.Array  # [T, N] value targets v_t
+
+
+def _check_time_env(*arrays: jax.Array) -> None:
+    """Every input is [T, N] and they agree (rlax's habit: shapes checked at entry)."""
+    chex.assert_rank(arrays, 2)
+    chex.assert_equal_shape(arrays)
 
 
 def _reverse_discounted_scan(deltas: jax.Array, decay: jax.Array) -> jax.Array:
@@ -51,6 +58,7 @@ def gae(
         Â_t = δ_t + γλ·(1 − done_t)·Â_{t+1}
         v_t = Â_t + V(s_t)
     """
+    _check_time_env(rewards, values, next_values, terminated, truncated)
     not_term = 1.0 - terminated.astype(rewards.dtype)
     not_done = 1.0 - (terminated | truncated).astype(rewards.dtype)
     deltas = rewards + gamma * not_term * next_values - values
@@ -83,6 +91,7 @@ def vtrace(
     `weight_advantages=False` returns Â_t/ρ_t (the bracket minus V(s_t)), for callers that
     normalise advantages before applying ρ_t. Outputs carry no gradient.
     """
+    _check_time_env(rewards, values, next_values, terminated, truncated, log_ratio)
     ratio = jnp.exp(log_ratio)
     rho = jnp.minimum(rho_bar, ratio)
     c = lam * jnp.minimum(c_bar, ratio)

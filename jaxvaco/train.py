@@ -29,11 +29,7 @@ from flax import struct
 
 from jaxvaco import distributed, lag
 from jaxvaco.algos import Algorithm, Batch, make_algorithm
-from jaxvaco.algos.common import (
-    half_abs_deviation,
-    total_loss,
-    truncated_importance_weight,
-)
+from jaxvaco.algos.common import total_loss
 from jaxvaco.config import TrainConfig, validate
 from jaxvaco.envs import VecEnv, make_env
 from jaxvaco.envs.base import EnvSpec, VecEnvState
@@ -46,6 +42,7 @@ from jaxvaco.normalize import (
     normalize_obs,
     update_running_stats,
 )
+from jaxvaco.primitives import half_abs_deviation, truncated_importance_weight
 
 
 @struct.dataclass

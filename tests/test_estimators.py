@@ -167,3 +167,17 @@ def test_vtrace_outputs_carry_no_gradient():
 
     gv, glr = jax.grad(f, argnums=(0, 1))(vj, lrj)
     assert not np.asarray(gv).any() and not np.asarray(glr).any()
+
+
+@pytest.mark.parametrize("estimator", ["gae", "vtrace"])
+def test_estimators_reject_mismatched_shapes(estimator):
+    """Shapes are checked at entry (chex): a [T] or transposed input is an error, not a
+    silent broadcast."""
+    rewards, values, next_values, terminated, truncated, log_ratio = to_jax(
+        *random_trajectories(0))
+    extra = (log_ratio,) if estimator == "vtrace" else ()
+    fn = gae if estimator == "gae" else vtrace
+    with pytest.raises(AssertionError):
+        fn(rewards, values[:, 0], next_values, terminated, truncated, *extra, GAMMA, LAM)
+    with pytest.raises(AssertionError):
+        fn(rewards, values.T, next_values, terminated, truncated, *extra, GAMMA, LAM)

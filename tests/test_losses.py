@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from references import vtrace_reference
 
+from jaxvaco import primitives
 from jaxvaco.algos import impala, ppo, ppo_kl, spo, vaco
 from jaxvaco.algos.common import Batch, normalize_advantages, total_loss
 from jaxvaco.config import PPOConfig, PPOKLConfig, TrainConfig, VacoConfig, VtraceConfig
@@ -81,10 +82,10 @@ def test_ppo_clipped_surrogate_value_mask_and_gradient(seed):
     logp, _, anchor, adv = random_policy_inputs(seed)
     ref, ref_clipped, ref_grad = ppo_reference(logp, anchor, adv, EPS)
     assert 0 < ref_clipped.sum() < ref_clipped.size
-    per_sample, clipped = ppo.clipped_surrogate(f32(logp), f32(anchor), f32(adv), f32(EPS))
+    per_sample, clipped = primitives.clipped_surrogate(f32(logp), f32(anchor), f32(adv), f32(EPS))
     close(per_sample, ref)
     np.testing.assert_array_equal(np.asarray(clipped), ref_clipped)
-    grad = jax.grad(lambda lp: ppo.clipped_surrogate(lp, f32(anchor), f32(adv),
+    grad = jax.grad(lambda lp: primitives.clipped_surrogate(lp, f32(anchor), f32(adv),
                                                      f32(EPS))[0].mean())(f32(logp))
     close(grad, ref_grad / logp.size)
 
@@ -278,13 +279,13 @@ def test_vaco_sample_filter_gradient_equals_ppo_clip(seed):
         assert (np.abs(r - 1) > EPS).any()
         g_vaco = jax.grad(lambda lp, a=anchor: vaco.filtered_surrogate(
             lp, f32(a), f32(adv), f32(EPS / 2), "sample")[0])(f32(logp))
-        g_ppo = jax.grad(lambda lp, a=anchor: ppo.clipped_surrogate(
+        g_ppo = jax.grad(lambda lp, a=anchor: primitives.clipped_surrogate(
             lp, f32(a), f32(adv), f32(EPS))[0].mean())(f32(logp))
         np.testing.assert_allclose(np.asarray(g_vaco), np.asarray(g_ppo), rtol=1e-5, atol=1e-8)
         # and the same samples are filtered / clipped
         _, mask = vaco.filtered_surrogate(f32(logp), f32(anchor), f32(adv), f32(EPS / 2),
                                           "sample")
-        _, clipped = ppo.clipped_surrogate(f32(logp), f32(anchor), f32(adv), f32(EPS))
+        _, clipped = primitives.clipped_surrogate(f32(logp), f32(anchor), f32(adv), f32(EPS))
         np.testing.assert_array_equal(~np.asarray(mask).astype(bool), np.asarray(clipped))
     # through the algorithm records, both anchored on β
     ppo_config = config_with(clip_coef=EPS, ppo=PPOConfig(anchor="behavior"))

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -25,6 +26,7 @@ from flax import struct
 from jaxvaco.distributed import minibatch_mean
 from jaxvaco.estimators import vtrace
 from jaxvaco.hparams import Hyperparams
+from jaxvaco.primitives import k3
 
 
 @struct.dataclass
@@ -109,29 +111,11 @@ def anchor_logp(batch: Batch, anchor: str) -> jax.Array:
     return batch.logp_learner if anchor == "learner" else batch.logp_behavior
 
 
-def truncated_importance_weight(log_ratio: jax.Array, rho_bar: jax.Array) -> jax.Array:
-    """ρ = min(ρ̄, exp(log_ratio)), e.g. log_ratio = log π_T − log β."""
-    return jnp.minimum(rho_bar, jnp.exp(log_ratio))
-
-
 def normalize_advantages(advantages: jax.Array, axis: str | None = None) -> jax.Array:
     """(Â − mean Â) / (std Â + 1e-8) over the minibatch (spread over the devices of `axis`)."""
     mean = minibatch_mean(advantages, axis)
     std = jnp.sqrt(minibatch_mean(jnp.square(advantages - mean), axis))
     return (advantages - mean) / (std + 1e-8)
-
-
-def half_abs_deviation(log_ratio: jax.Array) -> jax.Array:
-    """Per-sample TV estimate ½·|r − 1| with r = exp(log_ratio)."""
-    return 0.5 * jnp.abs(jnp.exp(log_ratio) - 1.0)
-
-
-def removed_gradient(ratio: jax.Array, advantages: jax.Array, band_exceeded: jax.Array):
-    """Samples whose gradient a trust-region rule drops: outside the band and moving away.
-
-    The gradient of r·Â pushes r further from 1 exactly when Â·(r − 1) > 0.
-    """
-    return band_exceeded & (advantages * (ratio - 1.0) > 0)
 
 
 def total_loss(
@@ -150,6 +134,8 @@ def total_loss(
     minibatch-wide advantage normalisation; the loss itself is this device's mean, whose
     gradient the trainer averages over the devices.
     """
+    chex.assert_equal_shape([batch.rewards, batch.advantages, batch.targets,
+                             batch.logp_behavior, batch.logp_learner])
     pi, values = apply_fn(params, batch.obs)
     logp = pi.log_prob(batch.actions)
     advantages, targets = batch.advantages, batch.targets
@@ -170,7 +156,7 @@ def total_loss(
     entropy = pi.entropy().mean()
     loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
     log_ratio = logp - batch.logp_behavior  # k3 estimate of KL(β‖π_θ) from actions a ~ β
-    approx_kl = jnp.mean(jnp.expm1(log_ratio) - log_ratio)
+    approx_kl = jnp.mean(k3(log_ratio))
     metrics = {
         **metrics,
         "loss/policy": pg_loss,

@@ -15,23 +15,10 @@
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
-
-from jaxvaco.algos.common import Algorithm, Batch, anchor_logp, from_options, removed_gradient
+from jaxvaco.algos.common import Algorithm, Batch, anchor_logp, from_options
 from jaxvaco.config import TrainConfig
 from jaxvaco.hparams import Hyperparams
-
-
-def clipped_surrogate(
-    logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Array, clip_coef: jax.Array
-) -> tuple[jax.Array, jax.Array]:
-    """Per-sample −min(r·Â, clip(r)·Â) and whether the clip removed its gradient."""
-    ratio = jnp.exp(logp - logp_anchor)
-    surrogate = jnp.minimum(ratio * advantages,
-                            jnp.clip(ratio, 1.0 - clip_coef, 1.0 + clip_coef) * advantages)
-    clipped = removed_gradient(ratio, advantages, jnp.abs(ratio - 1.0) > clip_coef)
-    return -surrogate, clipped
+from jaxvaco.primitives import clipped_surrogate
 
 
 def make(config: TrainConfig) -> Algorithm:

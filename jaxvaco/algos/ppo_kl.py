@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from jaxvaco.algos.common import Algorithm, Batch, from_options
 from jaxvaco.config import TrainConfig
 from jaxvaco.hparams import Hyperparams
+from jaxvaco.primitives import k3
 
 
 def kl_penalized_surrogate(
@@ -24,9 +25,8 @@ def kl_penalized_surrogate(
 ) -> tuple[jax.Array, jax.Array]:
     """(−mean(r·Â) + c_kl·KL̂, KL̂)."""
     log_ratio = logp - logp_behavior
-    ratio = jnp.exp(log_ratio)
-    kl = jnp.mean((ratio - 1.0) - log_ratio)
-    return -jnp.mean(ratio * advantages) + kl_coef * kl, kl
+    kl = jnp.mean(k3(log_ratio))
+    return -jnp.mean(jnp.exp(log_ratio) * advantages) + kl_coef * kl, kl
 
 
 def adapt_kl_coef(kl_coef: jax.Array, kl: jax.Array, target_kl: jax.Array) -> jax.Array:

@@ -29,17 +29,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.algos.common import (
-    Algorithm,
-    Batch,
-    anchor_logp,
-    from_options,
-    half_abs_deviation,
-    removed_gradient,
-)
+from jaxvaco.algos.common import Algorithm, Batch, anchor_logp, from_options
 from jaxvaco.config import TrainConfig
 from jaxvaco.distributed import minibatch_axis, minibatch_mean
 from jaxvaco.hparams import Hyperparams
+from jaxvaco.primitives import half_abs_deviation, removed_gradient
 
 
 def tv_filter_mask(

@@ -10,16 +10,12 @@ mean of DAPO/Dr. GRPO, so each token weighs the same whatever its completion's l
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.algos.common import half_abs_deviation, removed_gradient
 from jaxvaco.algos.vaco import tv_filter_mask
-
-
-def masked_mean(x: jax.Array, valid: jax.Array) -> jax.Array:
-    """mean_v(x): mean of x over the valid entries (0 if there are none)."""
-    return jnp.sum(jnp.where(valid, x, 0.0)) / jnp.maximum(valid.sum(), 1)
+from jaxvaco.primitives import clipped_surrogate, half_abs_deviation, k3, masked_mean
 
 
 def group_advantages(rewards: jax.Array, group_size: int, eps: float = 1e-6) -> jax.Array:
@@ -43,11 +39,11 @@ def grpo_policy_loss(logp: jax.Array, logp_behavior: jax.Array, advantages: jax.
     with the completion's Â on each of its tokens. Returns (L, clip fraction): the share
     of valid tokens whose gradient the clip removes.
     """
-    ratio = jnp.exp(logp - logp_behavior)
-    adv = jnp.broadcast_to(advantages[:, None], ratio.shape)
-    surrogate = jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - clip_eps, 1 + clip_eps) * adv)
-    clipped = removed_gradient(ratio, adv, jnp.abs(ratio - 1) > clip_eps)
-    return -masked_mean(surrogate, valid), masked_mean(clipped, valid)
+    chex.assert_rank([logp, advantages], [2, 1])
+    chex.assert_equal_shape([logp, logp_behavior, valid])
+    adv = jnp.broadcast_to(advantages[:, None], logp.shape)
+    per_token, clipped = clipped_surrogate(logp, logp_behavior, adv, clip_eps)
+    return masked_mean(per_token, valid), masked_mean(clipped, valid)
 
 
 def token_filter_mask(log_ratio: jax.Array, advantages: jax.Array, valid: jax.Array,
@@ -76,6 +72,8 @@ def vaco_policy_loss(logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Ar
 
     No clip and no min(). Returns (L, filter fraction over the valid tokens).
     """
+    chex.assert_rank([logp, advantages], [2, 1])
+    chex.assert_equal_shape([logp, logp_anchor, valid])
     log_ratio = logp - logp_anchor
     mask = jax.lax.stop_gradient(token_filter_mask(log_ratio, advantages, valid, delta, kind))
     surrogate = mask * jnp.exp(log_ratio) * advantages[:, None]
@@ -85,8 +83,7 @@ def vaco_policy_loss(logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Ar
 def k3_kl(logp: jax.Array, logp_ref: jax.Array, valid: jax.Array) -> jax.Array:
     """mean_v(exp(u) − u − 1), u = log π_ref − log π_θ: the k3 estimate of KL(π_θ‖π_ref)
     from tokens of π_θ [paper: GRPO's KL penalty to the reference policy]."""
-    u = logp_ref - logp
-    return masked_mean(jnp.expm1(u) - u, valid)
+    return masked_mean(k3(logp_ref - logp), valid)
 
 
 def token_tv(log_ratio: jax.Array, valid: jax.Array) -> jax.Array:

@@ -32,6 +32,7 @@ from jaxvaco import lag
 from jaxvaco.llm import losses
 from jaxvaco.llm.model import Completions, Transformer, sample, token_logp
 from jaxvaco.llm.task import LEVELS, PAD, Problems, reward
+from jaxvaco.primitives import masked_mean
 
 
 def completion_mask(sequences: jax.Array, prompt_len: jax.Array) -> jax.Array:
@@ -47,7 +48,7 @@ def warm_start(model: Transformer, params: Any, pool: Problems, key: jax.Array, 
     optimizer = optax.adam(learning_rate)
 
     def loss_fn(p, seqs, prompt_len):
-        return -losses.masked_mean(token_logp(model, p, seqs, 1.0),
+        return -masked_mean(token_logp(model, p, seqs, 1.0),
                                    completion_mask(seqs, prompt_len))
 
     def step(carry, k):
@@ -67,7 +68,7 @@ def accuracy(model: Transformer, params: Any, problems: Problems) -> jax.Array:
     out = sample(model, params, problems.prompts, problems.prompt_len, jax.random.key(0), 1.0,
                  greedy=True)
     correct = reward(out.tokens, problems.prompt_len, problems.answers)
-    return jnp.stack([losses.masked_mean(correct, problems.level == lv) for lv in LEVELS])
+    return jnp.stack([masked_mean(correct, problems.level == lv) for lv in LEVELS])
 
 
 def sampled_accuracy(model: Transformer, params: Any, problems: Problems, key: jax.Array,
@@ -79,7 +80,7 @@ def sampled_accuracy(model: Transformer, params: Any, problems: Problems, key: j
     out = sample(model, params, problems.prompts[idx], problems.prompt_len[idx], key,
                  temperature)
     correct = reward(out.tokens, problems.prompt_len[idx], problems.answers[idx])
-    return jnp.stack([losses.masked_mean(correct, problems.level[idx] == lv) for lv in LEVELS])
+    return jnp.stack([masked_mean(correct, problems.level[idx] == lv) for lv in LEVELS])
 
 
 @dataclasses.dataclass(frozen=True)
