@@ -104,6 +104,9 @@ def train_command(argv: list[str]) -> int:
         return report_failure(error, "")
     args = tyro.cli(TrainArgs, args=argv, default=default, prog="jaxvaco train",
                     description="Train an agent; all seeds run in one compiled program.")
+    if args.resume_with_changes and not args.resume:
+        return report_failure(ConfigError("--resume-with-changes needs --resume DIR (the run "
+                                          "to continue)."), "invalid configuration: ")
     distributed.initialize(args.config.distributed)  # multi-host: before any JAX computation
     try:
         warn(ineffective_options(validate(args.config)))

@@ -122,6 +122,7 @@ REJECTED = [
     ("keep-checkpoints-negative", ["--keep-checkpoints", "-1"], "--keep-checkpoints"),
     ("unknown-algo", ["--algo", "vacoo"], "Did you mean vaco"),
     ("unknown-env", ["--env", "CartPole-v0"], "CartPole-v1"),
+    ("resume-with-changes-alone", ["--resume-with-changes"], "needs --resume DIR"),
 ]
 
 
