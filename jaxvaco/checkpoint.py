@@ -21,16 +21,16 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from jaxvaco.config import TrainConfig, to_dict
+from jaxvaco.config import ALGOS, TrainConfig, to_dict
 
 RESUMABLE_CHANGES = ("progress", "results_dir", "run_name")
 """Config fields that may differ on resume: they change where and how a run is shown, not
 what it computes."""
 
 HYPERPARAM_CHANGES = ("learning_rate", "gamma", "gae_lambda", "clip_coef", "ent_coef",
-                      "vf_coef", "max_grad_norm", "reward_scale", "ppo.rho_bar", "ppo.c_bar",
-                      "impala.rho_bar", "impala.c_bar", "vaco.rho_bar", "vaco.c_bar",
-                      "vaco.delta", "ppo_kl.target_kl")
+                      "vf_coef", "max_grad_norm", "reward_scale", "vaco.delta",
+                      "ppo_kl.target_kl", *(f"{algo}.{bar}" for algo in ALGOS
+                                            for bar in ("rho_bar", "c_bar")))
 """Config fields that --resume-with-changes accepts: `jaxvaco.hparams.Hyperparams` leaves,
 which change no array shape, so the checkpointed state continues under the new values."""
 

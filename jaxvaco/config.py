@@ -420,15 +420,11 @@ def validate(config: TrainConfig) -> TrainConfig:
     return config
 
 
-ALGO_OPTIONS = {"ppo": "ppo", "ppo_kl": "ppo_kl", "impala": "impala", "vaco": "vaco"}
-"""Option groups read only by one algorithm: group -> that algorithm."""
-
-
 def unused_algo_options(config: TrainConfig) -> list[str]:
-    """Options of another algorithm's group set away from their defaults."""
+    """Options of another algorithm's group (--<algo>.*) set away from their defaults."""
     out = []
-    for group, algo in ALGO_OPTIONS.items():
-        if algo == config.algo:
+    for group in ALGOS:
+        if group == config.algo or not hasattr(config, group):
             continue
         options, defaults = getattr(config, group), type(getattr(config, group))()
         out += [f"{_flag(f'{group}.{f.name}')} has no effect with --algo {config.algo}."
