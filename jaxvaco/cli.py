@@ -76,6 +76,7 @@ def report_failure(error: BaseException, config_prefix: str) -> int:
 
 
 def warn(messages: list[str]) -> None:
+    """One stderr line per setting that is valid but has no effect."""
     for message in messages:
         print(f"jaxvaco: warning: {message}", file=sys.stderr)
 
