@@ -73,8 +73,7 @@ def run_variant(base: TrainConfig, env: str, variant: str, overrides: dict,
                             results_dir=str(results_dir), **overrides)
     config = replace_nested(config, **{"lag.max_delay": max(lags)})
     run_dir = results_dir / config.run_name
-    resume = run_dir if (run_dir / "checkpoints").is_dir() and any(
-        (run_dir / "checkpoints").iterdir()) else None
+    resume = run_dir if (run_dir / "config.json").exists() else None  # no checkpoint: restart
     result = run(config, grid={"lag_delay": list(lags)}, resume=resume)
     if result.stop_signal:  # interrupted: the checkpoint is saved, the rows are incomplete
         sys.exit(128 + result.stop_signal)

@@ -21,11 +21,33 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from jaxvaco.config import TrainConfig, to_dict
+from jaxvaco.config import ALGOS, TrainConfig, to_dict
 
 RESUMABLE_CHANGES = ("progress", "results_dir", "run_name")
 """Config fields that may differ on resume: they change where and how a run is shown, not
 what it computes."""
+
+HYPERPARAM_CHANGES = ("learning_rate", "gamma", "gae_lambda", "clip_coef", "ent_coef",
+                      "vf_coef", "max_grad_norm", "reward_scale", "vaco.delta",
+                      "ppo_kl.target_kl", *(f"{algo}.{bar}" for algo in ALGOS
+                                            for bar in ("rho_bar", "c_bar")))
+"""Config fields that --resume-with-changes accepts: `jaxvaco.hparams.Hyperparams` leaves,
+which change no array shape, so the checkpointed state continues under the new values."""
+
+
+class RunWriteError(RuntimeError):
+    """A checkpoint or a results file could not be written (full disk, permissions)."""
+
+
+def write_failure(what: str, error: BaseException, run_dir: Path, steps: list[int]
+                  ) -> RunWriteError:
+    """One line: what failed and why, which checkpoints are intact, how to continue."""
+    reason = getattr(error, "strerror", None) or str(error).strip().splitlines()[0]
+    kept = (f"the earlier checkpoints (iterations {', '.join(map(str, steps))}) are intact"
+            if steps else "no checkpoint had been saved yet")
+    return RunWriteError(f"could not write {what} ({type(error).__name__}: {reason}); {kept}. "
+                         f"Free space or fix permissions, then continue with: jaxvaco train "
+                         f"--resume {run_dir}")
 
 
 class Checkpointer:
@@ -49,8 +71,11 @@ class Checkpointer:
     def save(self, step: int, state: Any, host: dict) -> None:
         """Start writing checkpoint `step` (asynchronously; `close` waits for it)."""
         args = self._ocp.args
-        self._manager.save(step, args=args.Composite(state=args.StandardSave(state),
-                                                     host=args.JsonSave(host)), force=True)
+        try:
+            self._manager.save(step, args=args.Composite(state=args.StandardSave(state),
+                                                         host=args.JsonSave(host)), force=True)
+        except Exception as error:  # noqa: BLE001 - orbax wraps OS errors in many kinds
+            raise self._failure(step, error) from error
         self.last_saved = step
 
     def restore(self, abstract_state: Any) -> tuple[int, Any, dict] | None:
@@ -76,8 +101,16 @@ class Checkpointer:
 
     def close(self) -> None:
         """Wait for pending writes to finish."""
-        self._manager.wait_until_finished()
-        self._manager.close()
+        try:
+            self._manager.wait_until_finished()
+            self._manager.close()
+        except Exception as error:  # noqa: BLE001 - an asynchronous write failed
+            raise self._failure(self.last_saved, error) from error
+
+    def _failure(self, step: int | None, error: BaseException) -> RunWriteError:
+        intact = [s for s in self.steps() if s != step]
+        return write_failure(f"checkpoint {step} in {self.directory}", error,
+                             self.directory.parent, intact)
 
 
 def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
@@ -90,12 +123,23 @@ def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def changed_fields(saved: TrainConfig, new: TrainConfig) -> dict[str, str]:
+    """The fields outside `RESUMABLE_CHANGES` that differ: dotted name -> "--flag: old -> new"."""
+    old, changed = _flatten(to_dict(saved)), _flatten(to_dict(new))
+    return {name: f"--{name.replace('_', '-')}: {old.get(name)!r} -> {value!r}"
+            for name, value in changed.items()
+            if name not in RESUMABLE_CHANGES and old.get(name) != value}
+
+
 def config_changes(saved: TrainConfig, new: TrainConfig) -> list[str]:
     """The fields outside `RESUMABLE_CHANGES` that differ, as "--flag: old -> new"."""
-    old, changed = _flatten(to_dict(saved)), _flatten(to_dict(new))
-    return [f"--{name.replace('_', '-')}: {old.get(name)!r} -> {value!r}"
-            for name, value in changed.items()
-            if name not in RESUMABLE_CHANGES and old.get(name) != value]
+    return list(changed_fields(saved, new).values())
+
+
+def hyperparam_changes(saved: TrainConfig, new: TrainConfig) -> list[str]:
+    """The changes that --resume-with-changes accepts (see `HYPERPARAM_CHANGES`)."""
+    return [text for name, text in changed_fields(saved, new).items()
+            if name in HYPERPARAM_CHANGES]
 
 
 def resume_conflicts(saved: TrainConfig, new: TrainConfig, iterations_done: int) -> list[str]:

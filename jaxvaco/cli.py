@@ -11,8 +11,9 @@ from typing import Annotated
 import tyro
 
 from jaxvaco import distributed
-from jaxvaco.config import ConfigError, TrainConfig
-from jaxvaco.runner import RunControl
+from jaxvaco.checkpoint import RunWriteError
+from jaxvaco.config import ConfigError, RunFileError, TrainConfig
+from jaxvaco.runner import NonFiniteError, RunControl
 from jaxvaco.sweep import SweepConfig
 
 USAGE = """usage: jaxvaco COMMAND [options]
@@ -35,7 +36,12 @@ class TrainArgs:
     control: Annotated[RunControl, Flat] = RunControl()
     resume: str = ""
     """Continue the run in this directory from its newest checkpoint. Its config.json gives
-    every default; changing an option that alters the experiment is refused."""
+    every default (--checkpoint-every, --keep-checkpoints, ... included); changing an option
+    that alters the experiment is refused."""
+    resume_with_changes: bool = False
+    """With --resume: also accept new values of options that change no array shape (learning
+    rate, γ, λ, loss coefficients, δ, ...), e.g. a lower --learning-rate after a run stopped on
+    non-finite values. config.json records each change and the iteration it applies from."""
 
 
 def option_value(argv: list[str], name: str) -> str | None:
@@ -48,35 +54,78 @@ def option_value(argv: list[str], name: str) -> str | None:
     return None
 
 
+FAILURES = ((RunFileError, "error: ", 2), (ConfigError, None, 2), (NonFiniteError, "", 1),
+            (RunWriteError, "error: ", 1), (OSError, "error: ", 1))
+"""Expected failures: kind, message prefix (None: the command's own), exit status."""
+
+
+def describe(error: BaseException) -> str:
+    """One line; an OS error names its file and what to check."""
+    if isinstance(error, OSError) and error.filename:
+        return (f"cannot write {error.filename}: {error.strerror}; check that its folder "
+                "exists and is writable (or choose another --results-dir / --out).")
+    return " ".join(str(error).split())
+
+
+def report_failure(error: BaseException, config_prefix: str) -> int:
+    """Print one line to stderr for an expected failure; its exit status."""
+    prefix, status = next((p, s) for kind, p, s in FAILURES if isinstance(error, kind))
+    print(f"jaxvaco: {config_prefix if prefix is None else prefix}{describe(error)}",
+          file=sys.stderr)
+    return status
+
+
+def warn(messages: list[str]) -> None:
+    """One stderr line per setting that is valid but has no effect."""
+    for message in messages:
+        print(f"jaxvaco: warning: {message}", file=sys.stderr)
+
+
 def stopped_message(signum: int, run_dir: Path, resume_hint: str) -> str:
     return (f"jaxvaco: stopped by {signal.Signals(signum).name} at a chunk boundary; "
             f"the newest checkpoint is in {run_dir}. Continue with: {resume_hint}")
 
 
+def resume_defaults(run_dir: Path) -> TrainArgs:
+    """The options a run was started with: the defaults of `jaxvaco train --resume`."""
+    from jaxvaco.runner import load_run_control, load_run_dir
+
+    return TrainArgs(config=load_run_dir(run_dir)[0], control=load_run_control(run_dir))
+
+
 def train_command(argv: list[str]) -> int:
-    from jaxvaco.runner import NonFiniteError, load_run_dir, run
+    from jaxvaco.config import ineffective_options, validate
+    from jaxvaco.progress import print_summary
+    from jaxvaco.runner import RunAlreadyComplete, complete_message, run
 
     resume = option_value(argv, "--resume")
     try:
-        default = TrainArgs(config=load_run_dir(Path(resume))[0]) if resume else TrainArgs()
+        default = resume_defaults(Path(resume)) if resume else TrainArgs()
     except ConfigError as error:
-        print(f"jaxvaco: {error}", file=sys.stderr)
-        return 2
+        return report_failure(error, "")
     args = tyro.cli(TrainArgs, args=argv, default=default, prog="jaxvaco train",
                     description="Train an agent; all seeds run in one compiled program.")
+    if args.resume_with_changes and not args.resume:
+        return report_failure(ConfigError("--resume-with-changes needs --resume DIR (the run "
+                                          "to continue)."), "invalid configuration: ")
     distributed.initialize(args.config.distributed)  # multi-host: before any JAX computation
     try:
-        result = run(args.config, control=args.control, resume=args.resume or None)
-    except ConfigError as error:
-        print(f"jaxvaco: invalid configuration: {error}", file=sys.stderr)
-        return 2
-    except NonFiniteError as error:
-        print(f"jaxvaco: {error}", file=sys.stderr)
-        return 1
+        warn(ineffective_options(validate(args.config)))
+        result = run(args.config, control=args.control, resume=args.resume or None,
+                     allow_changes=args.resume_with_changes)
+    except RunAlreadyComplete as done:
+        print(f"jaxvaco: {done}")
+        return 0
+    except (ConfigError, NonFiniteError, RunWriteError, OSError) as error:
+        return report_failure(error, "invalid configuration: ")
     if result.stop_signal:
         hint = f"jaxvaco train --resume {result.run_dir}"
         print(stopped_message(result.stop_signal, result.run_dir, hint), file=sys.stderr)
         return 128 + result.stop_signal
+    if not result.config.progress:  # --no-progress hides the bar, not the results
+        print_summary(result.config, result.run_dir, result.runs, result.summary)
+    if result.already_complete:
+        print(f"jaxvaco: {complete_message(result.run_dir, result.config)}")
     return 0
 
 
@@ -87,23 +136,22 @@ class SweepArgs:
 
 
 def sweep_command(argv: list[str]) -> int:
-    from jaxvaco.sweep import load_sweep_file, run_sweep
+    from jaxvaco.sweep import load_sweep_file, long_lags, run_sweep
 
     path = argv[0] if argv and not argv[0].startswith("-") else None
     rest = argv[1:] if path else argv
     try:
         default = SweepArgs(sweep=load_sweep_file(Path(path))) if path else SweepArgs()
-    except (ConfigError, OSError) as error:
-        print(f"jaxvaco: {error}", file=sys.stderr)
-        return 2
+    except ConfigError as error:
+        return report_failure(error, "")
     args = tyro.cli(SweepArgs, args=rest, default=default, prog="jaxvaco sweep [FILE.toml]",
                     description="Run a grid of envs × algos × lags × seeds; FILE.toml gives "
                                 "the defaults, flags override them.")
     try:
+        warn(long_lags(args.sweep))
         result = run_sweep(args.sweep, args.control)
-    except ConfigError as error:
-        print(f"jaxvaco: invalid sweep: {error}", file=sys.stderr)
-        return 2
+    except (ConfigError, RunWriteError, OSError) as error:
+        return report_failure(error, "invalid sweep: ")
     if result.stop_signal:
         hint = f"jaxvaco sweep {' '.join(argv)}"
         print(stopped_message(result.stop_signal, result.directory, hint), file=sys.stderr)
@@ -129,8 +177,10 @@ def plot_command(argv: list[str]) -> int:
     try:
         paths = plot_results(args.directory, args.out, args.metric)
     except (ConfigError, KeyError, ValueError) as error:
-        print(f"jaxvaco: cannot plot {args.directory}: {error}", file=sys.stderr)
+        print(f"jaxvaco: cannot plot {args.directory}: {describe(error)}", file=sys.stderr)
         return 2
+    except OSError as error:
+        return report_failure(error, "")
     for path in paths:
         print(path)
     return 0

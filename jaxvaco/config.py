@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Literal
+import math
+import typing
+from pathlib import PurePath
+from typing import Any, Literal
 
 ALGOS = ("ppo", "ppo_kl", "spo", "impala", "vaco")
 
@@ -22,6 +25,11 @@ Anchor = Literal["behavior", "learner"]
 
 class ConfigError(ValueError):
     """An impossible or inconsistent setting, caught before compiling."""
+
+
+class RunFileError(ConfigError):
+    """A run's or a sweep's file (config.json, metrics.jsonl, a sweep TOML) that cannot be
+    read as jaxvaco wrote it; the message names the file, the line or the key."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,6 +272,55 @@ def _require(condition: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+def _flag(name: str) -> str:
+    """The command-line flag of a (dotted) field name: lag.max_delay -> --lag.max-delay."""
+    return "--" + name.replace("_", "-")
+
+
+def _float_fields(config: Any, prefix: str = "") -> dict[str, float]:
+    """Every float-typed field of a (nested) config dataclass, by dotted name."""
+    hints = typing.get_type_hints(type(config))
+    out = {}
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value):
+            out.update(_float_fields(value, f"{prefix}{field.name}."))
+        elif hints[field.name] is float:
+            out[prefix + field.name] = value
+    return out
+
+
+def _validate_finite(config: TrainConfig) -> None:
+    for name, value in _float_fields(config).items():
+        _require(math.isfinite(value), f"{_flag(name)} must be a finite number, got {value}.")
+
+
+def _validate_coefficients(config: TrainConfig) -> None:
+    _require(config.reward_scale > 0,
+             f"--reward-scale must be > 0, got {config.reward_scale}: 0 removes the reward "
+             "and a negative scale turns it into a cost.")
+    for name in ("vf_coef", "ent_coef"):
+        value = getattr(config, name)
+        _require(value >= 0, f"{_flag(name)} must be >= 0, got {value}.")
+    _require(config.eval.num_episodes >= 1,
+             f"--eval.num-episodes must be >= 1, got {config.eval.num_episodes}.")
+    _require(config.eval.every_chunks >= 0,
+             f"--eval.every-chunks must be >= 0 (0 = only at the end), got "
+             f"{config.eval.every_chunks}.")
+
+
+def plain_folder_name(name: str) -> bool:
+    """True for one folder name: no separators, not absolute, not "." or ".."."""
+    return name not in ("", ".", "..") and "/" not in name and "\\" not in name \
+        and PurePath(name).name == name
+
+
+def _validate_paths(config: TrainConfig) -> None:
+    _require(not config.run_name or plain_folder_name(config.run_name),
+             f"--run-name must be a single folder name (it is created under --results-dir), "
+             f"got {config.run_name!r}; choose the location with --results-dir.")
+
+
 def _validate_positive(config: TrainConfig) -> None:
     for name in ("num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs",
                  "num_minibatches"):
@@ -307,6 +364,9 @@ def _validate_algo(config: TrainConfig) -> None:
         raise ConfigError(
             f"Unknown --algo {config.algo!r}.{hint} Choose one of {', '.join(ALGOS)}.")
     _require(config.vaco.delta > 0, f"--vaco.delta must be > 0, got {config.vaco.delta}.")
+    _require(config.vaco.delta <= 1,
+             f"--vaco.delta must be at most 1, got {config.vaco.delta}: a TV estimate never "
+             "exceeds 1, so the filter could never fire (use --vaco.filter none for no filter).")
     for group in ALGOS:
         sub, flag = getattr(config, group), group.replace("_", "-")
         _require(sub.rho_bar > 0 and sub.c_bar > 0,
@@ -348,7 +408,13 @@ def _validate_distributed(config: TrainConfig) -> None:
 
 def _validate_env(config: TrainConfig) -> None:
     from jaxvaco.envs import UnknownEnvError, env_spec
+    from jaxvaco.envs.brax_env import BRAX_BACKENDS
 
+    if config.brax_backend not in BRAX_BACKENDS:
+        close = difflib.get_close_matches(config.brax_backend, BRAX_BACKENDS, n=2, cutoff=0.5)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(f"Unknown --brax-backend {config.brax_backend!r}.{hint} Choose one of "
+                          f"{', '.join(BRAX_BACKENDS)}.")
     try:
         env_spec(config.env, brax_backend=config.brax_backend)
     except UnknownEnvError as error:
@@ -362,7 +428,10 @@ def _nearest_divisor(n: int, target: int) -> int:
 
 def validate(config: TrainConfig) -> TrainConfig:
     """Check every setting; raise ConfigError naming the option to change. Returns config."""
+    _validate_finite(config)
     _validate_positive(config)
+    _validate_coefficients(config)
+    _validate_paths(config)
     _validate_shapes(config)
     _validate_lag(config)
     _validate_algo(config)
@@ -371,21 +440,111 @@ def validate(config: TrainConfig) -> TrainConfig:
     return config
 
 
+def unused_algo_options(config: TrainConfig) -> list[str]:
+    """Options of another algorithm's group (--<algo>.*) set away from their defaults."""
+    out = []
+    for group in ALGOS:
+        if group == config.algo or not hasattr(config, group):
+            continue
+        options, defaults = getattr(config, group), type(getattr(config, group))()
+        out += [f"{_flag(f'{group}.{f.name}')} has no effect with --algo {config.algo}."
+                for f in dataclasses.fields(options)
+                if getattr(options, f.name) != getattr(defaults, f.name)]
+    return out
+
+
+def lag_reaches_end(delay: int, num_iterations: int) -> bool:
+    """True when actors lagging `delay` act with θ_0 in every iteration (delays clamp at 0)."""
+    return delay > 0 and delay >= num_iterations - 1
+
+
+def lag_beyond_run(config: TrainConfig) -> list[str]:
+    """A lag so long that lagged actors never act with a trained policy."""
+    k, n = config.lag.max_delay, config.num_iterations
+    if not lag_reaches_end(k, n):
+        return []
+    return [f"--lag.max-delay {k} is not below the run's {n} iterations: delays are clamped at "
+            "θ_0, so actors lagging that much act with the initial policy throughout. Lower "
+            "--lag.max-delay or raise --total-timesteps."]
+
+
+def ineffective_options(config: TrainConfig) -> list[str]:
+    """Settings that are valid but change nothing (or nothing useful), one message each.
+
+    For one training run; a sweep's base table legitimately holds options of every algorithm
+    and environment it covers, so a sweep checks only `lag_beyond_run`.
+    """
+    from jaxvaco.envs import env_spec
+
+    out = unused_algo_options(config)
+    default = TrainConfig()
+    if config.brax_backend != default.brax_backend and env_spec(config.env).family != "brax":
+        out.append(f"--brax-backend has no effect with the gymnax environment {config.env}.")
+    if config.lag.max_delay == 0:
+        out += [f"--lag.{name.replace('_', '-')} has no effect with --lag.max-delay 0."
+                for name in ("mode", "num_groups")
+                if getattr(config.lag, name) != getattr(default.lag, name)]
+    return out + lag_beyond_run(config)
+
+
 def to_dict(config: TrainConfig) -> dict:
     """JSON-ready nested dict of the config."""
     return dataclasses.asdict(config)
 
 
-def from_dict(data: dict) -> TrainConfig:
-    """Inverse of to_dict (used by resume and by experiment scripts)."""
-    nested = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
-    kwargs = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            sub_cls = type(getattr(TrainConfig(), key))
-            kwargs[key] = sub_cls(**value)
-        elif key == "hidden_sizes":
-            kwargs[key] = tuple(value)
-        elif key in nested:
-            kwargs[key] = value
-    return TrainConfig(**kwargs)
+RUN_RECORD_KEYS = ("control", "resume_changes")
+"""Keys of a run's config.json besides the TrainConfig: the host-loop options
+(`jaxvaco.runner.RunControl`) and the changes accepted by --resume-with-changes."""
+
+
+def from_dict(data: dict, source: str = "config") -> TrainConfig:
+    """Inverse of to_dict (used by resume and by experiment scripts).
+
+    Missing keys take their defaults; an unknown key or a value of the wrong type raises
+    ConfigError naming `source` (e.g. the file) and the key.
+    """
+    fields = {k: v for k, v in data.items() if k not in RUN_RECORD_KEYS}
+    return from_table(TrainConfig, fields, source)
+
+
+def from_table(cls: type, data: Any, source: str, prefix: str = "") -> Any:
+    """Dataclass `cls` from a JSON/TOML table, every value checked against its field type."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: {prefix.rstrip('.') or 'the file'} must be a table "
+                          f"(key = value pairs), got {data!r}.")
+    hints = typing.get_type_hints(cls)
+    unknown = [key for key in data if key not in hints]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(hints), n=1, cutoff=0.6)
+        hint = f"; did you mean {prefix}{close[0]}?" if close else f"; known: {', '.join(hints)}."
+        raise ConfigError(f"{source}: unknown option {prefix}{unknown[0]}{hint}")
+    return cls(**{key: _typed(value, hints[key], source, prefix + key)
+                  for key, value in data.items()})
+
+
+def _typed(value: Any, kind: Any, source: str, name: str) -> Any:
+    """`value` as field type `kind` (tuples from lists); ConfigError when it is not one."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if dataclasses.is_dataclass(kind):
+        return from_table(kind, value, source, f"{name}.")
+    if origin is Literal:
+        if value in args:
+            return value
+        return _wrong_type(source, name, value, f"one of {', '.join(map(repr, args))}")
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            return _wrong_type(source, name, value, "a list")
+        return tuple(_typed(v, args[0], source, f"{name}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            return _wrong_type(source, name, value, "a table")
+        return {k: _typed(v, args[1], source, f"{name}.{k}") for k, v in value.items()}
+    accepted = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}[kind]
+    if isinstance(value, accepted) and (kind is bool or not isinstance(value, bool)):
+        return value
+    what = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}[kind]
+    return _wrong_type(source, name, value, what)
+
+
+def _wrong_type(source: str, name: str, value: Any, expected: str) -> Any:
+    raise ConfigError(f"{source}: {name} must be {expected}, got {value!r}.")

@@ -38,8 +38,21 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxvaco import distributed
-from jaxvaco.checkpoint import Checkpointer, resume_conflicts
-from jaxvaco.config import ConfigError, TrainConfig, from_dict, to_dict, validate
+from jaxvaco.checkpoint import (
+    Checkpointer,
+    hyperparam_changes,
+    resume_conflicts,
+    write_failure,
+)
+from jaxvaco.config import (
+    ConfigError,
+    RunFileError,
+    TrainConfig,
+    from_dict,
+    from_table,
+    to_dict,
+    validate,
+)
 from jaxvaco.hparams import Hyperparams, hyperparams_from_config
 from jaxvaco.sinks import Sinks, open_sinks, read_rows
 from jaxvaco.train import Trainer, TrainState, make_train
@@ -69,6 +82,10 @@ class NonFiniteError(RuntimeError):
     """A loss, gradient norm or parameter became NaN or infinite."""
 
 
+class RunAlreadyComplete(Exception):  # noqa: N818 - not an error: nothing is left to do
+    """A resumed run has no checkpoint to continue and its metrics already reach the end."""
+
+
 @dataclasses.dataclass
 class RunResult:
     config: TrainConfig
@@ -78,6 +95,7 @@ class RunResult:
     rows: list[dict]  # what metrics.jsonl holds
     summary: dict[str, np.ndarray]  # per-run final figures
     stop_signal: int = 0  # 0: trained to the end; else the signal that stopped it early
+    already_complete: bool = False  # resumed at its end: nothing was trained
 
 
 @dataclasses.dataclass
@@ -140,7 +158,7 @@ def expand_runs(config: TrainConfig, grid: Grid | None = None
 
 def default_run_name(config: TrainConfig) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return f"{config.env}__{config.algo}__{stamp}"
+    return f"{config.env.replace('/', '-')}__{config.algo}__{stamp}"
 
 
 def chunk_rows(sums: dict[str, np.ndarray], n_iter: int, info: dict[str, Any],
@@ -247,63 +265,152 @@ def write_json(path: Path, data: Any) -> None:
     tmp.replace(path)
 
 
-def prepare_run_dir(config: TrainConfig) -> tuple[TrainConfig, Path]:
-    """Name and create a fresh run directory; refuse one that holds checkpoints."""
+RUN_FILES = ("config.json", "metrics.jsonl", "checkpoints")
+
+
+def prepare_run_dir(config: TrainConfig, control: RunControl) -> tuple[TrainConfig, Path]:
+    """Name and create a fresh run directory; refuse one that holds another run's files."""
     if not config.run_name:
         config = dataclasses.replace(config, run_name=default_run_name(config))
     run_dir = Path(config.results_dir) / config.run_name
-    if any((run_dir / "checkpoints").glob("[0-9]*")):
-        raise ConfigError(f"{run_dir} already holds checkpoints: continue it with --resume "
-                          f"{run_dir}, or pick another --run-name.")
+    found = [name for name in RUN_FILES if (run_dir / name).exists()]
+    if found:
+        raise ConfigError(f"{run_dir} already holds a run ({', '.join(found)}): continue it "
+                          f"with --resume {run_dir}, pick another --run-name, or delete the "
+                          "folder.")
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_json(run_dir / "config.json", to_dict(config))
+    write_run_record(run_dir, config, control, [])
     return config, run_dir
+
+
+def write_run_record(run_dir: Path, config: TrainConfig, control: RunControl,
+                     resume_changes: list[dict]) -> None:
+    """config.json: the TrainConfig, the host-loop options and the accepted resume changes."""
+    write_json(run_dir / "config.json", {**to_dict(config), "control": dataclasses.asdict(control),
+                                         "resume_changes": resume_changes})
+
+
+def read_json_file(path: Path) -> Any:
+    """A JSON file's content; RunFileError naming the file and the line when it is damaged."""
+    try:
+        return json.loads(path.read_bytes().decode(errors="replace"))
+    except json.JSONDecodeError as error:
+        raise RunFileError(f"{path} is not valid JSON ({error.msg} at line {error.lineno}, "
+                           f"column {error.colno}); repair it by hand, or start a new run."
+                           ) from None
+
+
+def read_run_record(run_dir: Path) -> dict:
+    """A run directory's config.json as a dict (ConfigError when it is no run directory)."""
+    path = run_dir / "config.json"
+    if not path.exists():
+        sweep = " (it is a sweep: run jaxvaco sweep again to continue it)" if (
+            run_dir / "sweep.json").exists() else ""
+        raise ConfigError(f"{run_dir} has no config.json: not a jaxvaco run directory{sweep}.")
+    record = read_json_file(path)
+    if not isinstance(record, dict):
+        raise RunFileError(f"{path} must hold a JSON object (key: value pairs).")
+    return record
 
 
 def load_run_dir(run_dir: Path) -> tuple[TrainConfig, Grid]:
     """The config and grid a run directory was started with."""
-    if not (run_dir / "config.json").exists():
-        raise ConfigError(f"{run_dir} has no config.json: not a jaxvaco run directory.")
-    config = from_dict(json.loads((run_dir / "config.json").read_text()))
+    config = from_dict(read_run_record(run_dir), source=str(run_dir / "config.json"))
     runs_file = run_dir / "runs.json"
-    grid = json.loads(runs_file.read_text())["grid"] if runs_file.exists() else {}
-    return config, grid
+    runs = read_json_file(runs_file) if runs_file.exists() else {"grid": {}}
+    if not isinstance(runs, dict) or not isinstance(runs.get("grid"), dict):
+        raise RunFileError(f"{runs_file} lacks its 'grid' table; restore it, or start a new run.")
+    return config, runs["grid"]
+
+
+def load_run_control(run_dir: Path) -> RunControl:
+    """The host-loop options a run was last started with (defaults for older runs)."""
+    control = read_run_record(run_dir).get("control", {})
+    return from_table(RunControl, control, str(run_dir / "config.json"), "control.")
+
+
+def checkpoint_steps(run_dir: Path) -> list[int]:
+    """The complete checkpoints in a run directory, oldest first (without opening them)."""
+    return sorted(int(p.name) for p in (run_dir / "checkpoints").glob("[0-9]*")
+                  if p.name.isdigit())
+
+
+def recorded_iterations(run_dir: Path) -> int:
+    """The iteration of metrics.jsonl's last row (0 when there is none or it is unreadable)."""
+    path = run_dir / "metrics.jsonl"
+    lines = path.read_bytes().splitlines() if path.exists() else []
+    try:
+        return int(json.loads(lines[-1])["iteration"]) if lines else 0
+    except (ValueError, KeyError, TypeError):
+        return 0
+
+
+def complete_message(run_dir: Path, config: TrainConfig) -> str:
+    return (f"{run_dir} is already complete ({config.num_iterations} iterations, "
+            f"{config.num_iterations * config.batch_size:,} env steps per run); its results are "
+            f"in {run_dir / 'metrics.jsonl'}. Start a new run to train more.")
 
 
 def resume_run_dir(config: TrainConfig, grid: Grid | None, run_dir: Path,
-                   iterations_done: int) -> tuple[TrainConfig, Grid]:
+                   iterations_done: int, control: RunControl, allow_changes: bool = False
+                   ) -> tuple[TrainConfig, Grid]:
     """Check that (config, grid) continue the run in run_dir; update its config.json.
 
     Only fields that change nothing computed (see `jaxvaco.checkpoint.resume_conflicts`)
-    may differ from config.json; the grid must be the same (None = the saved one).
+    may differ from config.json; the grid must be the same (None = the saved one). With
+    `allow_changes`, hyperparameters that change no array shape may differ too; config.json
+    records them under "resume_changes" with the iteration they apply from.
     """
     saved, saved_grid = load_run_dir(run_dir)
     config = dataclasses.replace(config, results_dir=str(run_dir.parent), run_name=run_dir.name)
     problems = resume_conflicts(saved, config, iterations_done)
+    changeable = hyperparam_changes(saved, config)
+    accepted = changeable if allow_changes else []
+    problems = [p for p in problems if p not in accepted]
     if grid is not None and {k: list(v) for k, v in grid.items()} != saved_grid:
         problems.append(f"grid: {saved_grid} -> {grid}")
     if problems:
-        raise ConfigError(f"Cannot resume {run_dir} with a changed experiment: "
-                          f"{'; '.join(problems)}. Start a new run to change these.")
-    write_json(run_dir / "config.json", to_dict(config))
+        raise ConfigError(resume_refusal(run_dir, problems, allow_changes,
+                                         set(problems) <= set(changeable)))
+    history = read_run_record(run_dir).get("resume_changes", [])
+    if accepted:
+        history = [*history, {"iteration": iterations_done, "changes": accepted}]
+    write_run_record(run_dir, config, control, history)
     return config, saved_grid
 
 
+def resume_refusal(run_dir: Path, problems: list[str], allowed_changes: bool,
+                   all_changeable: bool) -> str:
+    """Why a resume is refused, and what to do instead."""
+    head = f"Cannot resume {run_dir} with a changed experiment: {'; '.join(problems)}."
+    if allowed_changes:
+        return (f"{head} --resume-with-changes accepts only values that change no array shape "
+                "(learning rate, γ, λ, loss coefficients, δ, ρ̄, c̄, target KL); start a new run "
+                "to change the others.")
+    if all_changeable:
+        return (f"{head} To continue with these values from the newest checkpoint, add "
+                "--resume-with-changes (config.json records the change).")
+    return f"{head} Start a new run to change these."
+
+
 def open_run(config: TrainConfig, grid: Grid | None, control: RunControl,
-             resume: Path | None) -> tuple[TrainConfig, Grid | None, Path, Checkpointer | None]:
+             resume: Path | None, allow_changes: bool = False
+             ) -> tuple[TrainConfig, Grid | None, Path, Checkpointer | None]:
     """The run's config, grid, directory and checkpoints: a fresh run or one resumed."""
     if resume is None:
-        config, run_dir = prepare_run_dir(config)
+        config, run_dir = prepare_run_dir(config, control)
         store = (Checkpointer(run_dir / "checkpoints", control.keep_checkpoints)
                  if control.keep_checkpoints else None)
         return config, grid, run_dir, store
-    load_run_dir(resume)  # fails before creating anything when resume is no run directory
+    saved = load_run_dir(resume)[0]  # fails before creating anything when no run directory
+    if not checkpoint_steps(resume) and recorded_iterations(resume) >= saved.num_iterations:
+        raise RunAlreadyComplete(complete_message(resume, saved))
     if not control.keep_checkpoints:
         raise ConfigError("Resuming needs checkpoints: --keep-checkpoints must be > 0.")
     store = Checkpointer(resume / "checkpoints", control.keep_checkpoints)
     try:
         done = store.steps()[-1] if store.steps() else 0
-        config, grid = resume_run_dir(config, grid, resume, done)
+        config, grid = resume_run_dir(config, grid, resume, done, control, allow_changes)
     except ConfigError:
         store.close()
         raise
@@ -362,7 +469,17 @@ class Session:
             return self.compiled.init(keys, self.hp), LoopState(), []
         _, state, host = restored
         loop = LoopState(**host)
-        return state, loop, read_rows(self.run_dir / "metrics.jsonl", loop.metrics_bytes)
+        return state, loop, self.checkpointed_rows(loop)
+
+    def checkpointed_rows(self, loop: LoopState) -> list[dict]:
+        """The rows of metrics.jsonl up to the checkpoint (RunFileError if it lost some)."""
+        path = self.run_dir / "metrics.jsonl"
+        size = path.stat().st_size if path.exists() else 0
+        if size < loop.metrics_bytes:
+            raise RunFileError(f"{path} holds {size} bytes, fewer than the {loop.metrics_bytes} "
+                               f"it held at the checkpoint of iteration {loop.iteration}: it was "
+                               "truncated or replaced. Restore it, or start a new run.")
+        return read_rows(path, loop.metrics_bytes)
 
     def open_sinks(self, loop: LoopState, resumed: bool) -> Sinks:
         resume = (loop.metrics_bytes, loop.iteration * self.config.batch_size) if resumed else None
@@ -432,22 +549,24 @@ class Session:
 
 
 def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | None = None,
-        resume: str | Path | None = None) -> RunResult:
+        resume: str | Path | None = None, allow_changes: bool = False) -> RunResult:
     """Train every run (seeds × grid) in one program; write config.json and metrics.jsonl.
 
     With `resume` (a run directory), continue its newest checkpoint: `config` and `grid`
-    must match what it was started with (see `resume_run_dir`); grid None = the saved one.
+    must match what it was started with (see `resume_run_dir`; `allow_changes` accepts new
+    hyperparameter values); grid None = the saved one, control None = the saved one.
     Returns early, with `stop_signal` set and a checkpoint saved, on SIGINT or SIGTERM.
+    Raises RunAlreadyComplete when resuming a finished run that has no checkpoint.
     """
     from jaxvaco.progress import Progress, print_summary
 
-    control = control or RunControl()
+    resume = None if resume is None else Path(resume)
+    control = control or (load_run_control(resume) if resume else RunControl())
     validate(config)
     validate_grid(config, grid or {})
     if control.checkpoint_every < 0 or control.keep_checkpoints < 0:
         raise ConfigError("--checkpoint-every and --keep-checkpoints must be >= 0.")
-    config, grid, run_dir, store = open_run(config, grid, control,
-                                            None if resume is None else Path(resume))
+    config, grid, run_dir, store = open_run(config, grid, control, resume, allow_changes)
     try:
         runs, keys, hp = expand_runs(config, grid)
         write_json(run_dir / "runs.json", {"grid": {k: list(v) for k, v in (grid or {}).items()},
@@ -455,6 +574,7 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
         session = Session(config, run_dir, runs, hp, Compiled(make_train(config)), store,
                           control)
         state, loop, rows = session.start(keys, resume is not None)
+        already_complete = loop.iteration >= config.num_iterations
         clock = time.perf_counter()
         with Progress(config, enabled=config.progress) as progress, \
                 session.open_sinks(loop, resumed=loop.chunk > 0) as sinks, StopSignals() as stop:
@@ -467,13 +587,17 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
                 progress.update(new_rows, info)
                 if stop.signal or session.checkpoint_due(loop):
                     session.save(state, loop)
+    except OSError as error:  # a full disk or lost permissions while writing results
+        steps = store.steps() if store is not None else []
+        raise write_failure(f"{getattr(error, 'filename', None) or 'the results'}", error,
+                            run_dir, steps) from error
     finally:
         if store is not None:
             store.close()
     summary = summarize(rows, loop, len(runs), config.batch_size)
     if config.progress and not stop.signal:
         print_summary(config, run_dir, runs, summary)
-    return RunResult(config, run_dir, runs, state, rows, summary, stop.signal)
+    return RunResult(config, run_dir, runs, state, rows, summary, stop.signal, already_complete)
 
 
 def summarize(rows: list[dict], loop: LoopState, num_runs: int, batch_size: int

@@ -16,16 +16,31 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jaxvaco.config import ConfigError
+from jaxvaco.config import ConfigError, RunFileError
 
 LABEL_KEYS = ("chunk", "iteration", "env_steps", "run")
 
 
 def read_rows(path: Path, num_bytes: int) -> list[dict]:
-    """The rows in the first `num_bytes` bytes of a JSONL file."""
+    """The rows in the first `num_bytes` bytes of a JSONL file.
+
+    A line that is not a JSON object raises RunFileError naming the file and the line.
+    """
     with open(path, "rb") as file:
-        text = file.read(num_bytes).decode()
-    return [json.loads(line) for line in text.splitlines()]
+        text = file.read(num_bytes).decode(errors="replace")
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            row, reason = None, f"{error.msg} at column {error.colno}"
+        else:
+            reason = "not a JSON object"
+        if not isinstance(row, dict):
+            raise RunFileError(f"{path} line {number} is damaged ({reason}); repair that line "
+                               "by hand (leaving the others as they are), or restore the file.")
+        rows.append(row)
+    return rows
 
 
 def run_label(run: dict) -> str:

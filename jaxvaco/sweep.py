@@ -43,7 +43,15 @@ from typing import Any
 import numpy as np
 
 from jaxvaco.checkpoint import config_changes
-from jaxvaco.config import ConfigError, TrainConfig, from_dict, to_dict, validate
+from jaxvaco.config import (
+    ConfigError,
+    RunFileError,
+    TrainConfig,
+    from_table,
+    lag_reaches_end,
+    plain_folder_name,
+    validate,
+)
 from jaxvaco.runner import RunControl, expand_runs, load_run_dir, run, write_json
 from jaxvaco.sinks import read_rows
 
@@ -80,7 +88,8 @@ class Cell:
 
     @property
     def name(self) -> str:
-        return f"{self.env}__{self.algo}__K{'-'.join(map(str, self.delays))}"
+        env = self.env.replace("/", "-")
+        return f"{env}__{self.algo}__K{'-'.join(map(str, self.delays))}"
 
 
 @dataclasses.dataclass
@@ -93,16 +102,40 @@ class SweepResult:
 
 
 def load_sweep_file(path: Path) -> SweepConfig:
-    """A SweepConfig from TOML: top-level sweep fields and a [base] table of TrainConfig."""
-    data = tomllib.loads(path.read_text())
-    names = {f.name for f in dataclasses.fields(SweepConfig)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise ConfigError(f"{path}: unknown sweep fields {unknown}; known: {sorted(names)}.")
-    base = from_dict({**to_dict(TrainConfig()), **data.pop("base", {})})
-    tuples = {k: tuple(v) for k, v in data.items() if isinstance(v, list)}
-    grid = {k: tuple(v) for k, v in data.pop("grid", {}).items()}
-    return SweepConfig(**{**data, **tuples, "grid": grid, "base": base})
+    """A SweepConfig from TOML: top-level sweep fields and a [base] table of TrainConfig.
+
+    An unreadable or malformed file, an unknown key (at any depth) or a value of the wrong
+    type raises ConfigError naming the file and the key or line.
+    """
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror}.") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise RunFileError(f"{path} is not valid TOML: {error}.") from None
+    return validate_sweep(from_table(SweepConfig, data, str(path)), str(path))
+
+
+def validate_sweep(spec: SweepConfig, source: str = "sweep") -> SweepConfig:
+    """Check the sweep's own fields (the cells are validated by `cell_setup`)."""
+    if not plain_folder_name(spec.name):
+        raise ConfigError(f"{source}: name must be a single folder name (created under "
+                          f"results_dir), got {spec.name!r}.")
+    for field in ("envs", "algos", "lag_delays"):
+        if not getattr(spec, field):
+            raise ConfigError(f"{source}: {field} is empty; give at least one value.")
+    return spec
+
+
+def long_lags(spec: SweepConfig) -> list[str]:
+    """A warning when some K are so long that those actors act with θ_0 throughout."""
+    n = spec.base.num_iterations
+    too_long = [k for k in spec.lag_delays if lag_reaches_end(k, n)]
+    if not too_long:
+        return []
+    return [f"lag_delays {too_long} are not below the cells' {n} iterations: delays are "
+            "clamped at θ_0, so those actors act with the initial policy throughout. Lower "
+            "them or raise base.total_timesteps."]
 
 
 def cells(spec: SweepConfig) -> list[Cell]:
@@ -143,6 +176,7 @@ def run_sweep(spec: SweepConfig, control: RunControl | None = None) -> SweepResu
     """Run every cell not yet complete; rewrite results.csv after each."""
     from jaxvaco.runner import NonFiniteError
 
+    validate_sweep(spec)
     directory = Path(spec.results_dir) / spec.name
     plan = [(cell, *cell_setup(spec, cell, directory)) for cell in cells(spec)]
     directory.mkdir(parents=True, exist_ok=True)
@@ -186,8 +220,9 @@ def tidy_rows(run_dir: Path) -> list[dict]:
     """
     config, grid = load_run_dir(run_dir)
     path = run_dir / "metrics.jsonl"
+    complete_lines = path.read_bytes().rfind(b"\n") + 1  # a running run may be mid-line
     out = []
-    for row in read_rows(path, path.stat().st_size):
+    for row in read_rows(path, complete_lines):
         swept = [f"{k}={row[k]}" for k in grid if k != "lag_delay"]
         label = " ".join([config.algo, *swept])
         keys = {"env": config.env, "algo": label, "K": row.get("lag_delay", config.lag.max_delay),
@@ -248,11 +283,16 @@ def read_table(path: Path) -> dict[str, np.ndarray]:
 def load_results(directory: Path) -> dict[str, np.ndarray]:
     """The table of a sweep (results.csv) or of a single run (its metrics.jsonl)."""
     if (directory / "results.csv").exists():
-        return read_table(directory / "results.csv")
-    if (directory / "metrics.jsonl").exists():
-        return columns_from_rows(tidy_rows(directory))
-    raise ConfigError(f"{directory} holds neither results.csv (a sweep) nor metrics.jsonl "
-                      "(a run).")
+        path, table = directory / "results.csv", read_table(directory / "results.csv")
+    elif (directory / "metrics.jsonl").exists():
+        path, table = directory / "metrics.jsonl", columns_from_rows(tidy_rows(directory))
+    else:
+        raise ConfigError(f"{directory} holds neither results.csv (a sweep) nor "
+                          "metrics.jsonl (a run).")
+    if not table or not len(table[next(iter(table))]):
+        raise ConfigError(f"{path} has no rows yet: a run writes its first row after its "
+                          "first chunk, a sweep after its first complete cell.")
+    return table
 
 
 def plot_results(directory: Path, out: Path | None = None, metric: str = "return"

@@ -186,7 +186,7 @@ def test_changed_config_resume_is_refused(interrupted, capsys):
 
 def test_fresh_run_into_checkpointed_dir_is_refused(interrupted):
     config, _ = runner.load_run_dir(interrupted["run"])
-    with pytest.raises(ConfigError, match="already holds checkpoints"):
+    with pytest.raises(ConfigError, match="already holds a run"):
         runner.run(config)
 
 
@@ -240,9 +240,10 @@ def test_nan_guard_names_run_and_iteration_and_keeps_good_checkpoint(tmp_path, m
 
 
 def test_nan_guard_on_infinite_learning_rate(tmp_path):
-    config = tiny(tmp_path, learning_rate=float("inf"))
-    with pytest.raises(NonFiniteError, match=r"iteration 1 .*run 0 \(seed 0\).*no checkpoint"):
-        runner.run(config)
+    """The config refuses an infinite --learning-rate; a grid value reaches the guard."""
+    with pytest.raises(NonFiniteError,
+                       match=r"iteration 1 .*run 0 \(seed 0, learning_rate=inf\).*no checkpoint"):
+        runner.run(tiny(tmp_path), grid={"learning_rate": [float("inf")]})
     assert steps(tmp_path / "run") == []
 
 

@@ -1,0 +1,399 @@
+"""Bad inputs and faults at the command line (issue #14), one table row each.
+
+Every row asserts the exit status, one line that says what to change, no traceback, and,
+where an earlier run is involved, that its files are byte-for-byte intact. Most rows fail
+before anything is compiled; a few train a tiny run in-process (`main(argv)`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import orbax.checkpoint as ocp
+import pytest
+
+from jaxvaco import runner, sweep
+from jaxvaco.cli import main, resume_defaults
+from jaxvaco.runner import RunAlreadyComplete, RunControl
+
+TINY = ["--num-envs", "8", "--num-steps", "16", "--total-timesteps", "512",
+        "--num-minibatches", "2", "--update-epochs", "1", "--hidden-sizes", "8", "8",
+        "--eval.num-episodes", "2", "--no-progress"]
+"""4 iterations of one chunk each."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fast(fast_compile):
+    yield
+
+
+@dataclasses.dataclass
+class Outcome:
+    status: int
+    out: str
+    err: str
+
+
+def cli(argv: list[str]) -> Outcome:
+    """main(argv) in-process, with its exit status, stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(argv)
+        except SystemExit as exit_:
+            status = exit_.code
+    return Outcome(status, out.getvalue(), err.getvalue())
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file under directory (relative path -> bytes)."""
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def assert_one_line(outcome: Outcome, status: int, *needles: str) -> str:
+    """The exit status, no traceback, and exactly one message line holding every needle."""
+    assert "Traceback" not in outcome.err + outcome.out
+    assert outcome.status == status, outcome
+    stream = outcome.err if status else outcome.out
+    lines = [line for line in stream.splitlines() if line.startswith("jaxvaco: ")]
+    if status:
+        assert stream.strip().splitlines() == lines, stream
+    assert len(lines) == 1, stream
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> dict:
+    """One finished tiny run (checkpoints at iterations 2 and 4), trained once."""
+    results = tmp_path_factory.mktemp("finished")
+    outcome = cli(["train", *TINY, "--results-dir", str(results), "--run-name", "r",
+                   "--checkpoint-every", "2", "--keep-checkpoints", "2"])
+    assert outcome.status == 0, outcome
+    return {"run": results / "r", "outcome": outcome}
+
+
+@pytest.fixture
+def run_copy(finished, tmp_path) -> Path:
+    """A private copy of the finished run, under tmp_path/results/r, as if trained there."""
+    target = tmp_path / "results" / "r"
+    shutil.copytree(finished["run"], target)
+    edit_json(target / "config.json", lambda data: data.update(results_dir=str(target.parent)))
+    return target
+
+
+# ----------------------------------------------------------- rejected before anything runs
+
+REJECTED = [
+    ("eval-num-episodes-0", ["--eval.num-episodes", "0"], "--eval.num-episodes"),
+    ("eval-every-chunks-negative", ["--eval.every-chunks", "-1"], "--eval.every-chunks"),
+    ("run-name-parent", ["--run-name", "../x"], "--run-name"),
+    ("run-name-nested", ["--run-name", "a/b"], "--run-name"),
+    ("run-name-absolute", ["--run-name", "/tmp/jaxvaco-absolute-run"], "--run-name"),
+    ("run-name-dot", ["--run-name", "."], "--run-name"),
+    ("brax-backend-typo", ["--brax-backend", "sprng"], "Did you mean spring"),
+    ("brax-backend-unknown", ["--brax-backend", "foo"], "--brax-backend 'foo'"),
+    ("vaco-delta-above-1", ["--algo", "vaco", "--vaco.delta", "1.5"], "--vaco.delta"),
+    ("reward-scale-0", ["--reward-scale", "0"], "--reward-scale"),
+    ("reward-scale-negative", ["--reward-scale", "-0.1"], "--reward-scale"),
+    ("vf-coef-negative", ["--vf-coef", "-1"], "--vf-coef"),
+    ("ent-coef-negative", ["--ent-coef", "-0.01"], "--ent-coef"),
+    ("learning-rate-nan", ["--learning-rate", "nan"], "--learning-rate"),
+    ("learning-rate-inf", ["--learning-rate", "inf"], "--learning-rate"),
+    ("gamma-inf", ["--gamma", "inf"], "--gamma"),
+    ("num-seeds-negative", ["--num-seeds", "-2"], "--num-seeds"),
+    ("num-groups-not-dividing", ["--lag.num-groups", "3"], "--lag.num-groups 3"),
+    ("max-delay-negative", ["--lag.max-delay", "-1"], "--lag.max-delay"),
+    ("total-below-one-batch", ["--total-timesteps", "100"], "--total-timesteps"),
+    ("keep-checkpoints-negative", ["--keep-checkpoints", "-1"], "--keep-checkpoints"),
+    ("unknown-algo", ["--algo", "vacoo"], "Did you mean vaco"),
+    ("unknown-env", ["--env", "CartPole-v0"], "CartPole-v1"),
+    ("resume-with-changes-alone", ["--resume-with-changes"], "needs --resume DIR"),
+]
+
+
+@pytest.mark.parametrize("argv,needle", [r[1:] for r in REJECTED], ids=[r[0] for r in REJECTED])
+def test_rejected_options_write_nothing(tmp_path, argv, needle):
+    results = tmp_path / "results"
+    outcome = cli(["train", *TINY, "--results-dir", str(results), *argv])
+    assert_one_line(outcome, 2, needle)
+    assert not results.exists() or not any(results.rglob("*"))
+    assert not Path("/tmp/jaxvaco-absolute-run").exists()
+    assert not (tmp_path / "x").exists()
+
+
+# ------------------------------------------------------------- an earlier run is involved
+
+
+def edit_json(path: Path, change: Callable[[dict], None]) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data, indent=2))
+
+
+def damage_line(path: Path, number: int) -> None:
+    """Overwrite the second half of line `number` (1-based) with '#', keeping the size."""
+    lines = path.read_text().splitlines(keepends=True)
+    half = len(lines[number - 1]) // 2
+    lines[number - 1] = lines[number - 1][:half] + "#" * (len(lines[number - 1]) - half - 1) + "\n"
+    path.write_text("".join(lines))
+
+
+def truncate_config(run: Path) -> None:
+    (run / "config.json").write_text((run / "config.json").read_text()[:200])
+
+
+def no_checkpoints(run: Path) -> None:
+    shutil.rmtree(run / "checkpoints")
+
+
+def halve_metrics(run: Path) -> None:
+    path = run / "metrics.jsonl"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def block_config_write(run: Path) -> None:
+    (run / "config.json.tmp").mkdir()  # write_json's temporary file cannot be created
+
+
+def resume(run: Path, *flags: str) -> list[str]:
+    return ["train", "--resume", str(run), *flags]
+
+
+def fresh_run_as(seed: str, *flags: str):
+    return lambda run: ["train", *TINY, "--seed", seed, "--results-dir", str(run.parent),
+                        "--run-name", run.name, *flags]
+
+
+WITH_A_RUN = [
+    # id, change to the earlier run, argv, status, needles
+    ("reuse-name-without-checkpoints", no_checkpoints, fresh_run_as("2", "--keep-checkpoints", "0"),
+     2, ["already holds a run", "--resume", "--run-name", "delete"]),
+    ("reuse-name-with-checkpoints", None, fresh_run_as("2"), 2, ["already holds a run"]),
+    ("resume-corrupted-config", truncate_config, resume, 2, ["config.json", "line"]),
+    ("resume-unknown-nested-key",
+     lambda run: edit_json(run / "config.json", lambda d: d["lag"].update(modee="fixed")),
+     resume, 2, ["config.json", "lag.modee", "did you mean lag.mode"]),
+    ("resume-unknown-key",
+     lambda run: edit_json(run / "config.json", lambda d: d.update(learning_rat=0.1)),
+     resume, 2, ["learning_rat", "did you mean learning_rate"]),
+    ("resume-string-number",
+     lambda run: edit_json(run / "config.json", lambda d: d.update(num_envs="16")),
+     resume, 2, ["config.json", "num_envs must be an integer", "'16'"]),
+    ("resume-damaged-metrics", lambda run: damage_line(run / "metrics.jsonl", 2), resume, 2,
+     ["metrics.jsonl line 2 is damaged"]),
+    ("resume-truncated-metrics", halve_metrics, resume, 2, ["metrics.jsonl holds", "fewer"]),
+    ("resume-unwritable", block_config_write, resume, 1, ["config.json.tmp", "writable"]),
+    ("resume-shape-change", None, lambda run: resume(run, "--num-envs", "16"), 2,
+     ["--num-envs: 8 -> 16", "new run"]),
+    ("resume-missing", None, lambda run: resume(run.parent / "nothing"), 2, ["no config.json"]),
+    ("resume-finished", None, resume, 0, ["already complete", "metrics.jsonl"]),
+    ("resume-finished-without-checkpoints", no_checkpoints, resume, 0, ["already complete"]),
+    ("plot-damaged-metrics", lambda run: damage_line(run / "metrics.jsonl", 3),
+     lambda run: ["plot", str(run)], 2, ["metrics.jsonl line 3 is damaged"]),
+    ("plot-empty-metrics", lambda run: (run / "metrics.jsonl").write_text(""),
+     lambda run: ["plot", str(run)], 2, ["metrics.jsonl has no rows yet"]),
+]
+
+
+@pytest.mark.parametrize("change,argv,status,needles", [r[1:] for r in WITH_A_RUN],
+                         ids=[r[0] for r in WITH_A_RUN])
+def test_an_earlier_run_is_kept_intact(run_copy, change, argv, status, needles):
+    if change:
+        change(run_copy)
+    before = snapshot(run_copy)
+    assert_one_line(cli(argv(run_copy)), status, *needles)
+    assert snapshot(run_copy) == before
+
+
+def test_plot_skips_a_line_being_written(run_copy):
+    """A running run's metrics.jsonl may end mid-line: plot draws the complete rows."""
+    with open(run_copy / "metrics.jsonl", "a") as file:
+        file.write('{"chunk": 5, "iter')
+    outcome = cli(["plot", str(run_copy), "--out", str(run_copy / "figs")])
+    assert outcome.status == 0 and "Traceback" not in outcome.err, outcome
+    assert (run_copy / "figs" / "learning_curves.png").is_file()
+
+
+def test_no_progress_still_prints_summary_and_results_path(finished):
+    out = finished["outcome"].out
+    assert "ppo on CartPole-v1" in out and f"results: {finished['run']}" in out
+
+
+def test_resume_remembers_host_loop_options(finished):
+    assert resume_defaults(finished["run"]).control == RunControl(checkpoint_every=2,
+                                                                  keep_checkpoints=2)
+    assert runner.checkpoint_steps(finished["run"]) == [2, 4]
+
+
+# ------------------------------------------------------------------------------ sweeps
+
+SWEEP_BASE = 'name = "s"\n[base]\nnum_envs = 8\nnum_steps = 16\ntotal_timesteps = 512\n'
+
+BAD_SWEEPS = [
+    ("malformed", 'name = "s"\n[base\n', ["sweep.toml is not valid TOML", "line 2"]),
+    ("unknown-nested-key", SWEEP_BASE + 'lag = { modee = "fixed" }\n',
+     ["sweep.toml", "base.lag.modee", "did you mean base.lag.mode"]),
+    ("string-for-number", 'name = "s"\n[base]\ntotal_timesteps = "20k"\n',
+     ["base.total_timesteps must be an integer", "'20k'"]),
+    ("misspelt-base-key", SWEEP_BASE + "learning_rat = 0.01\n",
+     ["base.learning_rat", "did you mean base.learning_rate"]),
+    ("unknown-top-level", 'algo = ["ppo"]\n', ["unknown option algo", "did you mean algos"]),
+    ("string-for-list", 'envs = "CartPole-v1"\n', ["envs must be a list"]),
+    ("empty-lag-delays", "lag_delays = []\n", ["lag_delays is empty"]),
+    ("empty-algos", "algos = []\n", ["algos is empty"]),
+    ("empty-grid-list", 'grid = { learning_rate = [] }\n' + SWEEP_BASE,
+     ["invalid sweep", "'learning_rate' has no values"]),
+    ("non-number-in-grid", 'grid = { learning_rate = ["fast"] }\n',
+     ["grid.learning_rate[0] must be a number"]),
+    ("name-with-path", 'name = "../elsewhere"\n', ["name must be a single folder name"]),
+    ("unknown-algo", 'algos = ["ppo", "vacoo"]\n' + SWEEP_BASE, ["Did you mean vaco"]),
+]
+
+
+@pytest.mark.parametrize("text,needles", [r[1:] for r in BAD_SWEEPS],
+                         ids=[r[0] for r in BAD_SWEEPS])
+def test_bad_sweep_files(tmp_path, text, needles):
+    (tmp_path / "sweep.toml").write_text(text)
+    results = tmp_path / "results"
+    outcome = cli(["sweep", str(tmp_path / "sweep.toml"), "--results-dir", str(results)])
+    assert_one_line(outcome, 2, *needles)
+    assert not results.exists()
+
+
+def test_missing_sweep_file(tmp_path):
+    assert_one_line(cli(["sweep", str(tmp_path / "nope.toml")]), 2, "cannot read", "nope.toml")
+
+
+# ------------------------------------------------------------------- valid but ineffective
+
+WARNED = [
+    (["--vaco.delta", "0.5"], "--vaco.delta has no effect with --algo ppo"),
+    (["--ppo-kl.target-kl", "0.02"], "--ppo-kl.target-kl has no effect with --algo ppo"),
+    (["--algo", "vaco", "--ppo.anchor", "learner"], "--ppo.anchor has no effect with --algo vaco"),
+    (["--brax-backend", "mjx"], "--brax-backend has no effect with the gymnax environment"),
+    (["--lag.max-delay", "8"], "--lag.max-delay 8 is not below the run's 4 iterations"),
+    (["--lag.mode", "uniform"], "--lag.mode has no effect with --lag.max-delay 0"),
+]
+
+
+@pytest.mark.parametrize("argv,warning", WARNED, ids=[w[1].split()[0] for w in WARNED])
+def test_ineffective_options_warn_once(tmp_path, monkeypatch, argv, warning):
+    def stop(*args, **kwargs):
+        raise RunAlreadyComplete("stopped before training")
+
+    monkeypatch.setattr(runner, "run", stop)
+    outcome = cli(["train", *TINY, "--results-dir", str(tmp_path), *argv])
+    assert outcome.status == 0 and "Traceback" not in outcome.err, outcome
+    lines = outcome.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"jaxvaco: warning: {warning}"), outcome
+
+
+def test_sweep_lag_longer_than_the_run_warns(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweep, "run_sweep",
+                        lambda spec, control: sweep.SweepResult(tmp_path, [], [], {}))
+    (tmp_path / "sweep.toml").write_text("lag_delays = [0, 8]\n" + SWEEP_BASE)
+    outcome = cli(["sweep", str(tmp_path / "sweep.toml")])
+    lines = outcome.err.splitlines()
+    assert outcome.status == 0, outcome
+    assert len(lines) == 1 and lines[0].startswith("jaxvaco: warning: lag_delays [8] are not "
+                                                    "below the cells' 4 iterations"), outcome
+
+
+# --------------------------------------------------------------- faults while training
+
+
+def test_full_disk_during_a_checkpoint_keeps_the_earlier_ones(tmp_path, monkeypatch):
+    save = ocp.CheckpointManager.save
+
+    def full_disk(manager, step, *args, **kwargs):
+        if step >= 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return save(manager, step, *args, **kwargs)
+
+    monkeypatch.setattr(ocp.CheckpointManager, "save", full_disk)
+    argv = ["train", *TINY, "--results-dir", str(tmp_path), "--run-name", "r",
+            "--checkpoint-every", "1"]
+    run_dir = tmp_path / "r"
+    assert_one_line(cli(argv), 1, "could not write checkpoint 2", "No space left on device",
+                    "(iterations 1) are intact", f"jaxvaco train --resume {run_dir.absolute()}")
+    assert runner.checkpoint_steps(run_dir) == [1]
+    monkeypatch.undo()
+    outcome = cli(["train", "--resume", str(run_dir)])
+    assert outcome.status == 0, outcome
+    assert runner.checkpoint_steps(run_dir)[-1] == 4
+
+
+def poison_above(learning_rate: float, iteration: int):
+    """make_train whose chunks turn params to NaN from `iteration` on in runs whose learning
+    rate is above `learning_rate` (pure, inside jit)."""
+    make_train = runner.make_train
+
+    def make(config):
+        trainer = make_train(config)
+
+        def train_chunk(state, hp, n):
+            state, sums = trainer.train_chunk(state, hp, n)
+            bad = (state.iteration >= iteration) & (hp.learning_rate > learning_rate)
+            params = jax.tree.map(lambda p: jnp.where(bad, jnp.nan, p), state.params)
+            return state.replace(params=params), sums
+
+        return trainer._replace(train_chunk=train_chunk)
+
+    return make
+
+
+def test_nan_stopped_run_resumes_with_a_lower_learning_rate(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "make_train", poison_above(6e-4, 3))
+    run_dir = tmp_path / "r"
+    argv = ["train", *TINY, "--results-dir", str(tmp_path), "--run-name", "r",
+            "--checkpoint-every", "1"]
+    assert_one_line(cli(argv), 1, "Non-finite values in iteration 3",
+                    "last good checkpoint: iteration 2")
+    before = snapshot(run_dir)
+    assert_one_line(cli(resume(run_dir, "--learning-rate", "0.0005")), 2,
+                    "--learning-rate: 0.001 -> 0.0005", "add --resume-with-changes")
+    assert_one_line(cli(resume(run_dir, "--resume-with-changes", "--num-envs", "16",
+                               "--learning-rate", "0.0005")), 2, "--num-envs: 8 -> 16",
+                    "no array shape")
+    assert snapshot(run_dir) == before
+    outcome = cli(resume(run_dir, "--resume-with-changes", "--learning-rate", "0.0005"))
+    assert outcome.status == 0, outcome
+    record = json.loads((run_dir / "config.json").read_text())
+    assert record["learning_rate"] == 0.0005
+    assert record["resume_changes"] == [{"iteration": 2,
+                                         "changes": ["--learning-rate: 0.001 -> 0.0005"]}]
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [row["iteration"] for row in rows] == [1, 2, 3, 4]
+    assert runner.checkpoint_steps(run_dir) == [2, 3, 4]  # --checkpoint-every 1 remembered
+
+
+# ------------------------------------------------------- through the console entry point
+
+
+def test_no_traceback_reaches_stderr_from_the_entry_point(run_copy, tmp_path):
+    truncate_config(run_copy)
+    (tmp_path / "sweep.toml").write_text('name = "s"\n[base\n')
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    for args, needle in ((["train", "--resume", str(run_copy)], "config.json"),
+                         (["sweep", str(tmp_path / "sweep.toml")], "not valid TOML")):
+        proc = subprocess.run([sys.executable, "-m", "jaxvaco.cli", *args], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and needle in lines[0], proc.stderr
