@@ -118,22 +118,41 @@ def chunk_length(config: TrainConfig) -> int:
     return max(1, math.ceil(config.num_iterations / TARGET_CHUNKS))
 
 
-def seed_keys(config: TrainConfig) -> jax.Array:
-    """One key per seed: run i uses PRNGKey(seed + i), exactly as a single-seed run would."""
-    return jnp.stack([jax.random.PRNGKey(config.seed + i) for i in range(config.num_seeds)])
+Grid = dict[str, Sequence[float]] | list[dict[str, float]]
+"""A product grid {name: values} (every combination), or an explicit list of combinations
+{name: value} (a random search: configurations that are not a product)."""
 
 
-Grid = dict[str, Sequence[float]]
+def grid_combinations(grid: Grid | None) -> list[dict[str, float]]:
+    """The grid's combinations in order ([{}] for no grid)."""
+    if isinstance(grid, list):
+        return [dict(combo) for combo in grid]
+    grid = grid or {}
+    return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
+
+
+def grid_as_json(grid: Grid | None) -> dict | list:
+    """The grid as runs.json stores it (lists, not tuples or arrays)."""
+    if isinstance(grid, list):
+        return [dict(combo) for combo in grid]
+    return {k: list(v) for k, v in (grid or {}).items()}
 
 
 def validate_grid(config: TrainConfig, grid: Grid) -> None:
     names = {f.name for f in dataclasses.fields(Hyperparams)}
-    for name, values in grid.items():
+    if isinstance(grid, list):
+        if not grid or len({tuple(sorted(combo)) for combo in grid}) != 1:
+            raise ConfigError("A list grid needs at least one combination, and every "
+                              "combination must set the same names.")
+        swept = {name: [combo[name] for combo in grid] for name in grid[0]}
+    else:
+        swept = grid
+    for name, values in swept.items():
         if name not in names:
             raise ConfigError(f"Cannot sweep {name!r}: sweepable values are {sorted(names)}.")
         if not len(values):
             raise ConfigError(f"The sweep over {name!r} has no values.")
-    too_long = [k for k in grid.get("lag_delay", []) if k > config.lag.max_delay or k < 0]
+    too_long = [k for k in swept.get("lag_delay", []) if k > config.lag.max_delay or k < 0]
     if too_long:
         raise ConfigError(f"lag_delay values {too_long} need 0 <= K <= --lag.max-delay "
                           f"({config.lag.max_delay}); raise --lag.max-delay.")
@@ -142,12 +161,10 @@ def validate_grid(config: TrainConfig, grid: Grid) -> None:
 def expand_runs(config: TrainConfig, grid: Grid | None = None
                 ) -> tuple[list[dict], jax.Array, Hyperparams]:
     """Every (grid combination, seed) pair as one run: labels, keys [R], hyperparams [R]."""
-    grid = grid or {}
-    validate_grid(config, grid)
+    validate_grid(config, grid or {})
     base = hyperparams_from_config(config)
-    combos = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
     runs, hps = [], []
-    for combo in combos:
+    for combo in grid_combinations(grid):
         hp = base.replace(**{k: jnp.asarray(v, getattr(base, k).dtype) for k, v in combo.items()})
         for i in range(config.num_seeds):
             runs.append({"seed": config.seed + i, **combo})
@@ -318,7 +335,7 @@ def load_run_dir(run_dir: Path) -> tuple[TrainConfig, Grid]:
     config = from_dict(read_run_record(run_dir), source=str(run_dir / "config.json"))
     runs_file = run_dir / "runs.json"
     runs = read_json_file(runs_file) if runs_file.exists() else {"grid": {}}
-    if not isinstance(runs, dict) or not isinstance(runs.get("grid"), dict):
+    if not isinstance(runs, dict) or not isinstance(runs.get("grid"), dict | list):
         raise RunFileError(f"{runs_file} lacks its 'grid' table; restore it, or start a new run.")
     return config, runs["grid"]
 
@@ -367,7 +384,7 @@ def resume_run_dir(config: TrainConfig, grid: Grid | None, run_dir: Path,
     changeable = hyperparam_changes(saved, config)
     accepted = changeable if allow_changes else []
     problems = [p for p in problems if p not in accepted]
-    if grid is not None and {k: list(v) for k, v in grid.items()} != saved_grid:
+    if grid is not None and grid_as_json(grid) != saved_grid:
         problems.append(f"grid: {saved_grid} -> {grid}")
     if problems:
         raise ConfigError(resume_refusal(run_dir, problems, allow_changes,
@@ -569,8 +586,7 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
     config, grid, run_dir, store = open_run(config, grid, control, resume, allow_changes)
     try:
         runs, keys, hp = expand_runs(config, grid)
-        write_json(run_dir / "runs.json", {"grid": {k: list(v) for k, v in (grid or {}).items()},
-                                           "runs": runs})
+        write_json(run_dir / "runs.json", {"grid": grid_as_json(grid), "runs": runs})
         session = Session(config, run_dir, runs, hp, Compiled(make_train(config)), store,
                           control)
         state, loop, rows = session.start(keys, resume is not None)

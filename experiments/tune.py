@@ -1,0 +1,157 @@
+"""Equal tuning budget for every algorithm (issue 11): random search, then frozen.
+
+Each algorithm gets the same budget: `--configs` (default 24) random configurations over
+the learning rate, E (epochs), M (minibatches), the entropy coefficient and its own
+trust-region knob (ε of PPO-clip and SPO, the target KL of PPO-KL, δ of VACO; IMPALA has
+none), drawn from one seeded generator per algorithm. They are evaluated on the
+development environments (CartPole-v1, Acrobot-v1, Breakout-MinAtar; never the held-out
+ones) at K ∈ {0, 8} (`uniform` lag over 4 groups) with `--seeds` seeds, and ranked by the
+IQM of the normalised final greedy return over envs, K and seeds. Configurations sharing
+(E, M) are one compiled program: the other values are vmapped hyperparameters.
+
+    python -m experiments.tune                       # all algorithms (hours of CPU)
+    python -m experiments.tune --algos ppo vaco --configs 8 --seeds 2 --steps 100000
+    python -m experiments.tune --summary-only
+
+Writes experiments/results/tuning/tuning.csv (tidy, resumable per (env, algo, E, M)),
+ranking.md and chosen.json (the frozen configuration of every algorithm).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from experiments.common import FIELDS, parse_with_retries, replace_nested, tidy_rows
+from jaxvaco.analysis import iqm, normalize_score
+from jaxvaco.config import ALGOS, EvalConfig, LagConfig, TrainConfig
+from jaxvaco.runner import run
+
+OUT = Path(__file__).resolve().parent / "results" / "tuning"
+DEV_ENVS = ("CartPole-v1", "Acrobot-v1", "Breakout-MinAtar")
+BUDGETS = {"CartPole-v1": 300_000, "Acrobot-v1": 300_000, "Breakout-MinAtar": 500_000}
+LAGS = (0, 8)
+BASE = TrainConfig(num_envs=16, num_steps=128, anneal_lr=True,
+                   lag=LagConfig(mode="uniform", num_groups=4, max_delay=max(LAGS)),
+                   eval=EvalConfig(every_chunks=0, num_episodes=16), progress=False)
+KNOBS = {"ppo": ("clip_coef", 0.1, 0.3), "spo": ("clip_coef", 0.1, 0.3),
+         "ppo_kl": ("target_kl", 0.003, 0.03), "vaco": ("delta", 0.05, 0.4)}
+
+
+def log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
+    return float(np.exp(rng.uniform(np.log(low), np.log(high))))
+
+
+def sample_configs(algo: str, count: int, seed: int = 0) -> list[dict]:
+    """`count` random configurations of `algo`: static (E, M) and vmappable values."""
+    rng = np.random.default_rng([seed, ALGOS.index(algo)])
+    configs = []
+    for index in range(count):
+        config = {"config": index,
+                  "update_epochs": int(rng.choice([2, 4, 8])),
+                  "num_minibatches": int(rng.choice([2, 4, 8])),
+                  "learning_rate": log_uniform(rng, 1e-4, 3e-3),
+                  "ent_coef": log_uniform(rng, 1e-3, 3e-2)}
+        if algo in KNOBS:
+            name, low, high = KNOBS[algo]
+            config[name] = log_uniform(rng, low, high)
+        configs.append(config)
+    return configs
+
+
+def by_shape(configs: list[dict]) -> dict[tuple[int, int], list[dict]]:
+    groups = defaultdict(list)
+    for config in configs:
+        groups[(config["update_epochs"], config["num_minibatches"])].append(config)
+    return dict(groups)
+
+
+def run_group(algo: str, env: str, shape: tuple[int, int], configs: list[dict],
+              args: argparse.Namespace, algo_overrides: dict, csv_path: Path) -> None:
+    """One program: every configuration of this (E, M) × K × seeds."""
+    label = f"{algo} E={shape[0]} M={shape[1]}"
+    done_path = csv_path.with_suffix(".done")
+    if done_path.exists() and f"{env},{label}" in done_path.read_text().splitlines():
+        return
+    config = replace_nested(BASE, env=env, algo=algo, num_seeds=args.seeds,
+                            total_timesteps=args.steps or BUDGETS[env],
+                            update_epochs=shape[0], num_minibatches=shape[1],
+                            run_name=f"{env}__{label.replace(' ', '_')}",
+                            results_dir=str(args.out / "runs"), **algo_overrides)
+    values = ("learning_rate", "ent_coef", KNOBS.get(algo, (None,))[0])
+    grid = [{"lag_delay": k, **{v: c[v] for v in values if v}} for c in configs for k in LAGS]
+    run_dir = args.out / "runs" / config.run_name
+    result = run(config, grid=grid, resume=run_dir if (run_dir / "config.json").exists()
+                 else None)
+    rows = tidy_rows(result, env, algo, label)
+    for row, source in zip(rows, result.rows, strict=True):  # run = (config, K) × seeds
+        row["variant"] = f"{algo} #{configs[source['run'] // args.seeds // len(LAGS)]['config']}"
+    new = not csv_path.exists()
+    with open(csv_path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+    with open(done_path, "a") as f:
+        f.write(f"{env},{label}\n")
+
+
+def ranking(csv_path: Path) -> dict[str, list[tuple[float, int]]]:
+    """algo -> [(IQM of normalised final greedy return, config index)], best first."""
+    last: dict[tuple, tuple[int, float]] = {}
+    with open(csv_path) as f:
+        for row in csv.DictReader(f):
+            if row["eval_greedy"] == "":
+                continue
+            key = (row["env"], row["variant"], row["K"], row["seed"])
+            if key not in last or int(row["step"]) > last[key][0]:
+                last[key] = (int(row["step"]), float(row["eval_greedy"]))
+    pooled = defaultdict(list)
+    for (env, variant, _, _), (_, value) in last.items():
+        pooled[variant].append(float(normalize_score(env, value)))
+    out = defaultdict(list)
+    for variant, scores in pooled.items():
+        algo, index = variant.split(" #")
+        out[algo].append((iqm(np.array(scores)), int(index)))
+    return {algo: sorted(entries, reverse=True) for algo, entries in out.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algos", nargs="+", default=list(ALGOS), choices=ALGOS)
+    parser.add_argument("--envs", nargs="+", default=list(DEV_ENVS))
+    parser.add_argument("--configs", type=int, default=24)
+    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--steps", type=int, help="env steps per run (default: per env)")
+    parser.add_argument("--ppo-critic", default="learner", choices=("behavior", "learner"),
+                        help="critic of the tuned PPO-clip baseline (the stronger one)")
+    parser.add_argument("--summary-only", action="store_true")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parse_with_retries(parser, "experiments.tune")
+    args.out.mkdir(parents=True, exist_ok=True)
+    csv_path = args.out / "tuning.csv"
+    configs = {algo: sample_configs(algo, args.configs) for algo in args.algos}
+    if not args.summary_only:
+        for env in args.envs:
+            for algo in args.algos:
+                overrides = {"ppo.critic": args.ppo_critic} if algo == "ppo" else {}
+                for shape, group in by_shape(configs[algo]).items():
+                    run_group(algo, env, shape, group, args, overrides, csv_path)
+    ranked = ranking(csv_path)
+    chosen = {algo: configs[algo][entries[0][1]] for algo, entries in ranked.items()}
+    (args.out / "chosen.json").write_text(json.dumps(chosen, indent=1) + "\n")
+    lines = ["| algo | rank | config | IQM (norm.) |", "|---|---|---|---|"]
+    for algo, entries in ranked.items():
+        for rank, (score, index) in enumerate(entries[:5], 1):
+            lines.append(f"| {algo} | {rank} | {configs[algo][index]} | {score:.3f} |")
+    (args.out / "ranking.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
