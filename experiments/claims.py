@@ -380,6 +380,12 @@ def measure_llm(folder: str) -> Callable[[Context], dict]:
     return measure
 
 
+def measure_default_sweep(ctx: Context) -> dict:
+    from experiments.default_sweep import OUT, read, summarize, summary_markdown
+
+    return {"default_sweep": table_rows(summary_markdown(summarize(read(OUT / "runs.csv"))))}
+
+
 def not_rerun_here(what: str) -> Callable[[Context], dict]:
     def measure(ctx: Context) -> dict:
         raise NotImplementedError(what)
@@ -401,6 +407,10 @@ CLAIMS = [
           "claim CI reruns)", "jaxvaco train " + " ".join(FAST_LEARNING_FLAGS), "statistical",
           "new mean greedy return inside the recorded 95% bootstrap CI", True, 1,
           measure_fast_learning, inside_ci, show_mean_ci),
+    Claim("default-sweep", "the sweep that chose the defaults (seeds solved, mean greedy)",
+          "python -m experiments.default_sweep --summary-only", "data",
+          "recomputed from the committed runs.csv: identical", True, 0.1,
+          measure_default_sweep, same, show_table),
     Claim("breakout-4-seeds", "PPO, Breakout-MinAtar, 4 seeds, 1M steps",
           "jaxvaco train --env Breakout-MinAtar --num-envs 64 --num-seeds 4 "
           "--learning-rate 1e-3", "statistical",

@@ -136,6 +136,11 @@ def lag_sweep_aggregate(record: dict) -> str:
         record, ("lag-sweep-aggregate",), "experiments/results/lag_sweep/final.csv")
 
 
+def default_sweep(record: dict) -> str:
+    return table(record["default-sweep"]["value"]["default_sweep"]) + footer(
+        record, ("default-sweep",), "experiments/results/default_sweep/runs.csv")
+
+
 def sync_sweep(record: dict) -> str:
     return table(record["sync-sweep"]["value"]["sync"]) + footer(
         record, ("sync-sweep",), "experiments/results/sync_sweep/sync_sweep.csv")
@@ -147,8 +152,8 @@ def llm_lag(record: dict) -> str:
 
 
 BLOCKS: dict[str, Callable[[dict], str]] = {
-    "learning": learning, "throughput": throughput, "vaco-prototype": vaco_prototype,
-    "vaco-grid": vaco_grid, "lag-sweep-tables": lag_sweep_tables,
+    "learning": learning, "default-sweep": default_sweep, "throughput": throughput,
+    "vaco-prototype": vaco_prototype, "vaco-grid": vaco_grid, "lag-sweep-tables": lag_sweep_tables,
     "lag-sweep-aggregate": lag_sweep_aggregate, "sync-sweep": sync_sweep, "llm-lag": llm_lag,
 }
 
