@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"# check_claims{' --fast' if args.fast else ''}: commit {commit}, {date}", "",
              "| claim | kind | recorded (commit) | now | verdict | s |",
              "|---|---|---|---|---|---|"]
-    failed = False
+    failed, measured = False, {}
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="check_claims_") as tmp:
         ctx = registry.Context(Path(tmp))
@@ -114,11 +114,11 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(line)
             print(line, flush=True)
             if args.record and now is not None:
-                record[claim.id] = {"value": now, "commit": claim.data_commit or commit,
-                                    "date": commit_date(claim.data_commit) or date,
-                                    "command": claim.command}
-    if args.record:
-        registry.save_record(record)
+                measured[claim.id] = {"value": now, "commit": claim.data_commit or commit,
+                                      "date": commit_date(claim.data_commit) or date,
+                                      "command": claim.command}
+    if measured:  # merged into the file as it is now (another check may have recorded too)
+        registry.save_record({**registry.load_record(), **measured})
     problems = render_readme.out_of_sync(registry.load_record())
     lines += ["", "README generated tables: " + ("in sync with claims.json" if not problems else
                                                   "OUT OF SYNC: " + ", ".join(problems)),

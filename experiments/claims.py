@@ -410,7 +410,7 @@ CLAIMS = [
     Claim("default-sweep", "the sweep that chose the defaults (seeds solved, mean greedy)",
           "python -m experiments.default_sweep --summary-only", "data",
           "recomputed from the committed runs.csv: identical", True, 0.1,
-          measure_default_sweep, same, show_table),
+          measure_default_sweep, same, show_table, "a6323a5"),
     Claim("breakout-4-seeds", "PPO, Breakout-MinAtar, 4 seeds, 1M steps",
           "jaxvaco train --env Breakout-MinAtar --num-envs 64 --num-seeds 4 "
           "--learning-rate 1e-3", "statistical",

@@ -122,7 +122,7 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 def summary_markdown(table: list[dict]) -> str:
     lines = ["| stage | E × M (16 envs × 128 steps) | learning rate | seeds | solved (≥ 475) "
-             "| mean greedy | min greedy | wall s / 16 seeds |",
+             "| mean greedy | min greedy | wall s / 16 seeds (shared CPU, load varied) |",
              "|---|---|---|---|---|---|---|---|"]
     for t in table:
         chosen = (t["shape"], t["learning_rate"]) == CHOSEN
