@@ -18,6 +18,7 @@ commit (marked "+dirty" when the working tree has uncommitted changes) and date.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -91,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or registry.RESULTS / ("check_claims_fast.md" if args.fast
                                           else "check_claims.md")
     commit, date = current_commit(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [f"# check_claims{' --fast' if args.fast else ''}: commit {commit}, {date}", "",
+             f"Load average at the start (1/5/15 min): {load} on {os.cpu_count()} CPUs.", "",
              "| claim | kind | recorded (commit) | now | verdict | s |",
              "|---|---|---|---|---|---|"]
     failed, measured = False, {}
@@ -120,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     if measured:  # merged into the file as it is now (another check may have recorded too)
         registry.save_record({**registry.load_record(), **measured})
     problems = render_readme.out_of_sync(registry.load_record())
-    lines += ["", "README generated tables: " + ("in sync with claims.json" if not problems else
-                                                  "OUT OF SYNC: " + ", ".join(problems)),
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    sync = "in sync with claims.json" if not problems else \
+        "OUT OF SYNC: " + ", ".join(problems)
+    lines += ["", f"Load average at the end: {load}.", f"README generated tables: {sync}.",
               f"Total {time.perf_counter() - start:.0f} s. Rules:", ""]
     lines += [f"- `{c.id}` ({c.command}): {c.rule}" for c in selected]
     failed |= bool(problems)
