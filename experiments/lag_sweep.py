@@ -1,8 +1,9 @@
 """The lag sweep: algorithms × K ∈ {0, 2, 4, 8, 16} (`uniform` mode) × seeds, per environment.
 
-Every algorithm runs with the same defaults (TrainConfig's, with VACO's chosen by
-experiments/vaco_design.py); for each (env, algo) the K values and seeds are one compiled
-program (K is a vmapped hyperparameter, the ring buffer holds max K + 1 snapshots).
+Every algorithm runs with the same shared settings (`BASE`: TrainConfig's defaults at the
+time, learning rate 1e-3; VACO's options as chosen by experiments/vaco_design.py); for each
+(env, algo) the K values and seeds are one compiled program (K is a vmapped
+hyperparameter, the ring buffer holds max K + 1 snapshots).
 
     python -m experiments.lag_sweep                          # all envs, default budgets
     python -m experiments.lag_sweep --envs CartPole-v1 --seeds 16 --steps 300000
@@ -29,7 +30,10 @@ from jaxvaco.config import ALGOS, EvalConfig, LagConfig, TrainConfig
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "lag_sweep"
 LAGS = (0, 2, 4, 8, 16)
 BUDGETS = {"CartPole-v1": 300_000, "Acrobot-v1": 300_000, "Breakout-MinAtar": 500_000}
-BASE = TrainConfig(lag=LagConfig(mode="uniform", num_groups=4),
+# The shared settings the committed sweep ran with (TrainConfig's defaults until issue 16
+# raised the default learning rate to 2e-3), pinned so that a rerun measures the same thing.
+BASE = TrainConfig(num_envs=16, num_steps=128, update_epochs=4, num_minibatches=4,
+                   learning_rate=1e-3, lag=LagConfig(mode="uniform", num_groups=4),
                    eval=EvalConfig(every_chunks=0, num_episodes=16), progress=False)
 
 

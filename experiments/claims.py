@@ -1,0 +1,505 @@
+"""Every figure the README states, as data: what it is, the command behind it, how to
+measure it again, and the rule under which a new measurement reproduces it.
+
+The recorded values live in experiments/results/claims.json (one entry per claim: the
+value, the commit it was measured on, the date). `python -m experiments.check_claims`
+measures the claims again and compares; `python -m experiments.render_readme` writes the
+README's tables from the recorded values (between `<!-- claims:BLOCK -->` markers).
+
+Kinds of claim and their tolerance rules:
+
+* data: a table recomputed from the committed tidy CSVs (deterministic; must be equal to
+  the printed precision). These are cheap (`fast`): they check that the README's tables
+  are what the committed data give.
+* seed-count: a learning result stated as "solved in n of S seeds"; the rule is the
+  stated criterion itself (e.g. >= 15 of 16 seeds with greedy return >= 475).
+* statistical: a learning result stated as a mean; the new mean must lie inside the
+  recorded 95% confidence interval (or, for a rerun sweep, in most cells: see the claim).
+* speed: a throughput ratio; the new ratio must lie within a band around the recorded one
+  (CPU timings on a shared machine are noisy, so speed claims are never `fast`).
+
+`minutes` is a rough cost on the 2-core development CPU; `check_claims --max-minutes`
+skips the claims above it and says so in its output.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "experiments" / "results"
+RECORD = RESULTS / "claims.json"
+SOLVED = 475.0
+
+
+@dataclasses.dataclass
+class Context:
+    """Where a measurement may write (a temporary folder) and which Python runs it."""
+
+    tmp: Path
+    python: str = sys.executable
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    id: str
+    what: str
+    command: str
+    kind: str  # data | seed-count | statistical | speed
+    rule: str
+    fast: bool
+    minutes: float
+    measure: Callable[[Context], dict]
+    compare: Callable[[dict, dict], tuple[bool, str]]
+    show: Callable[[dict], str]
+    data_commit: str = ""
+    """Data claims: the commit that added the data (measured on the code just before it);
+    recorded instead of the commit that recomputed the table."""
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def run_command(args: list[str], ctx: Context, log: str) -> float:
+    """Run a command from the repository root; its wall time in seconds. Output to a log."""
+    start = time.perf_counter()
+    with open(ctx.tmp / log, "w") as out:
+        code = subprocess.call(args, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+    if code != 0:
+        raise RuntimeError(f"{' '.join(args)} exited with {code}; see {ctx.tmp / log}")
+    return time.perf_counter() - start
+
+
+def final_greedy(run_dir: Path) -> list[float]:
+    """The last greedy evaluation of every run in a run folder's metrics.jsonl."""
+    last: dict[int, float] = {}
+    with open(run_dir / "metrics.jsonl") as f:
+        for line in f:
+            row = json.loads(line)
+            if row.get("eval/greedy_return") is not None:
+                last[row["run"]] = row["eval/greedy_return"]
+    return [last[r] for r in sorted(last)]
+
+
+def mean_ci(values: list[float]) -> dict:
+    """Mean and 95% stratified-bootstrap CI (analysis.stratified_bootstrap_ci, seed 0)."""
+    from jaxvaco import analysis
+
+    x = np.asarray(values, np.float64)
+    points, cis = analysis.stratified_bootstrap_ci({"x": x[:, None]}, {"Mean": analysis.mean})
+    return {"mean": round(float(points["x"][0]), 2), "lo": round(float(cis["x"][0, 0]), 2),
+            "hi": round(float(cis["x"][1, 0]), 2)}
+
+
+def train_cli(flags: list[str], ctx: Context, name: str) -> dict:
+    """`jaxvaco train FLAGS` in a subprocess: final greedy return per seed and wall time."""
+    args = [ctx.python, "-m", "jaxvaco.cli", "train", *flags, "--no-progress",
+            "--results-dir", str(ctx.tmp / "runs"), "--run-name", name]
+    wall = run_command(args, ctx, f"{name}.log")
+    greedy = [round(g, 1) for g in final_greedy(ctx.tmp / "runs" / name)]
+    return {"greedy": greedy, "wall_s": round(wall)}
+
+
+def same(recorded: dict, now: dict) -> tuple[bool, str]:
+    """Data claims: equal to the printed precision."""
+    if recorded == now:
+        return True, "identical"
+    diffs = [key for key in set(recorded) | set(now) if recorded.get(key) != now.get(key)]
+    return False, f"differs in {', '.join(sorted(diffs))}"
+
+
+def solved_at_least(need: int) -> Callable[[dict, dict], tuple[bool, str]]:
+    def compare(recorded: dict, now: dict) -> tuple[bool, str]:
+        solved = sum(g >= SOLVED for g in now["greedy"])
+        return solved >= need, f"{solved} of {len(now['greedy'])} solved (need {need})"
+    return compare
+
+
+def show_solved(value: dict) -> str:
+    greedy = value["greedy"]
+    solved = sum(g >= SOLVED for g in greedy)
+    wall = f", {value['wall_s']} s" if "wall_s" in value else ""
+    return f"{solved}/{len(greedy)} solved, mean {np.mean(greedy):.1f}{wall}"
+
+
+def inside_ci(recorded: dict, now: dict) -> tuple[bool, str]:
+    ok = recorded["lo"] <= now["mean"] <= recorded["hi"]
+    return ok, f"mean {now['mean']} {'inside' if ok else 'outside'} [{recorded['lo']}, " \
+               f"{recorded['hi']}]"
+
+
+def show_mean_ci(value: dict) -> str:
+    return f"{value['mean']} [{value['lo']}, {value['hi']}]"
+
+
+def ratio_band(low: float, high: float) -> Callable[[dict, dict], tuple[bool, str]]:
+    def compare(recorded: dict, now: dict) -> tuple[bool, str]:
+        r = now["ratio"] / recorded["ratio"]
+        return low <= r <= high, f"now / recorded = {r:.2f} (band {low}–{high})"
+    return compare
+
+
+def show_ratio(value: dict) -> str:
+    detail = " vs ".join(f"{v / 1e3:.0f}k" for v in value.get("pair", []))
+    return f"{value['ratio']:.2f}" + (f" ({detail})" if detail else "")
+
+
+def show_table(value: dict) -> str:
+    cells = sum(len(row) - 1 for rows in value.values() for row in rows)
+    return f"{len(value)} table(s), {cells} cells"
+
+
+def parse_ci(cell: str) -> tuple[float, float, float]:
+    """'0.781 [0.736, 0.811]' -> (0.781, 0.736, 0.811)."""
+    point, rest = cell.split(" [")
+    lo, hi = rest.rstrip("]").split(", ")
+    return float(point), float(lo), float(hi)
+
+
+def most_cells_inside(share: float) -> Callable[[dict, dict], tuple[bool, str]]:
+    """Rerun of a sweep: the new point estimate inside the recorded 95% CI in >= share of
+    the cells (with 95% intervals, a few cells fall outside by chance alone)."""
+    def compare(recorded: dict, now: dict) -> tuple[bool, str]:
+        inside = total = 0
+        for table, rows in recorded.items():
+            for old_row, new_row in zip(rows, now.get(table, []), strict=False):
+                for old, new in zip(old_row[1:], new_row[1:], strict=False):
+                    if "[" not in old or "[" not in new:
+                        continue
+                    _, lo, hi = parse_ci(old)
+                    total += 1
+                    inside += lo <= parse_ci(new)[0] <= hi
+        ok = total > 0 and inside >= share * total
+        return ok, f"{inside} of {total} cells inside the recorded CI (need {share:.0%})"
+    return compare
+
+
+# ------------------------------------------------------------------- learning claims
+
+
+def measure_default_16(ctx: Context) -> dict:
+    return train_cli(["--num-seeds", "16"], ctx, "default16")
+
+
+def measure_default_1(ctx: Context) -> dict:
+    return train_cli([], ctx, "default1")
+
+
+def solved_and_wall(recorded: dict, now: dict) -> tuple[bool, str]:
+    solved = now["greedy"][0] >= SOLVED
+    wall = now["wall_s"] / recorded["wall_s"]
+    ok = solved and wall <= 2.0
+    return ok, f"greedy {now['greedy'][0]} ({'solved' if solved else 'NOT solved'}), " \
+               f"wall {wall:.2f}× recorded (at most 2×)"
+
+
+FAST_LEARNING_FLAGS = ["--num-seeds", "8", "--total-timesteps", "100000"]
+
+
+def measure_fast_learning(ctx: Context) -> dict:
+    """Small enough for CI: in-process, no subprocess start-up."""
+    from jaxvaco.config import TrainConfig
+    from jaxvaco.runner import RunControl, run
+
+    config = TrainConfig(num_seeds=8, total_timesteps=100_000, progress=False,
+                         results_dir=str(ctx.tmp / "runs"), run_name="fast_learning")
+    result = run(config, control=RunControl(checkpoint_every=0, keep_checkpoints=0))
+    greedy = [round(float(g), 1) for g in result.summary["eval/greedy_return"]]
+    return {"greedy": greedy, **mean_ci(greedy)}
+
+
+def measure_breakout(ctx: Context) -> dict:
+    value = train_cli(["--env", "Breakout-MinAtar", "--num-envs", "64", "--num-seeds", "4",
+                       "--learning-rate", "1e-3"], ctx, "breakout")
+    return {**value, **mean_ci(value["greedy"])}
+
+
+def measure_brax(ctx: Context, ent_zero: bool) -> dict:
+    flags = ["--env", "inverted_pendulum", "--normalize-obs", "--reward-scale", "0.1",
+             "--num-envs", "32", "--num-seeds", "2", "--learning-rate", "1e-3"]
+    flags += ["--ent-coef", "0", "--total-timesteps", "1500000"] if ent_zero else \
+        ["--total-timesteps", "1000000"]
+    value = train_cli(flags, ctx, f"brax_{int(ent_zero)}")
+    return {**value, **mean_ci(value["greedy"])}
+
+
+def show_greedy(value: dict) -> str:
+    return " / ".join(f"{g:g}" for g in value["greedy"]) + \
+        (f" (mean {value['mean']} [{value['lo']}, {value['hi']}])" if "mean" in value else "")
+
+
+# ------------------------------------------------------------------- throughput claims
+
+THROUGHPUT = "python experiments/throughput.py --only {} --total 3e5 --repeats 2"
+
+
+def measure_throughput(which: str) -> Callable[[Context], dict]:
+    def measure(ctx: Context) -> dict:
+        out = ctx.tmp / f"throughput_{which}.json"
+        total = "2e5" if which == "devices" else "3e5"
+        args = [ctx.python, "experiments/throughput.py", "--total", total, "--repeats", "2",
+                "--json", str(out)]
+        args += ["--devices", "4"] if which == "devices" else ["--only", which]
+        run_command(args, ctx, f"throughput_{which}.log")
+        result = json.loads(out.read_text())[0]
+        sps = {k: round(v) for k, v in result["sps"].items()}
+        names = ["4 device(s), global", "1 device(s)"] if which == "devices" else list(sps)[:2]
+        return {"ratio": round(result["ratio"], 2), "pair": [sps[n] for n in names], "sps": sps}
+    return measure
+
+
+# ------------------------------------------------------------ tables from committed data
+
+
+def table_rows(markdown: str) -> list[list[str]]:
+    """Cells of a markdown table (header first, the --- line dropped)."""
+    rows = []
+    for line in markdown.strip().splitlines():
+        if not line.startswith("|") or set(line.replace("|", "").strip()) <= {"-"}:
+            continue
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def lag_sweep_final(path: Path) -> list[dict]:
+    from experiments.lag_sweep import final_table, read_rows
+
+    return final_table(read_rows(path))
+
+
+def measure_lag_sweep_tables(ctx: Context, folder: Path | None = None) -> dict:
+    """Per-env tables of mean final greedy return [95% CI], recomputed from lag_sweep.csv
+    (the committed final.csv must equal what lag_sweep.csv gives)."""
+    from experiments.lag_sweep import summary_markdown
+
+    folder = folder or RESULTS / "lag_sweep"
+    final = lag_sweep_final(folder / "lag_sweep.csv")
+    committed = read_final_csv(folder / "final.csv")
+    if [(r["env"], r["algo"], r["K"], r["seed"], r["return"]) for r in final] != \
+            [(r["env"], r["algo"], r["K"], r["seed"], r["return"]) for r in committed]:
+        raise RuntimeError("final.csv is not what lag_sweep.csv gives")
+    tables = {}
+    for block in summary_markdown(final).split("\n**")[1:]:
+        title, table = block.split("**", 1)
+        tables[title.strip("*")] = table_rows(table.split("\n", 2)[2])
+    return tables
+
+
+def read_final_csv(path: Path) -> list[dict]:
+    with open(path) as f:
+        return [{"env": r["env"], "algo": r["algo"], "K": int(r["K"]), "seed": int(r["seed"]),
+                 "step": int(r["step"]), "return": float(r["return"])}
+                for r in csv.DictReader(f)]
+
+
+AGGREGATE_ALGOS = ("ppo", "ppo_kl", "spo", "impala", "vaco")
+AGGREGATE_LAGS = (0, 4, 8, 16)
+
+
+def measure_lag_sweep_aggregate(ctx: Context, folder: Path | None = None) -> dict:
+    """IQM of the normalised final greedy return over the three envs, per algo and K, with
+    95% stratified-bootstrap CIs (analysis defaults: 2000 reps, seed 0)."""
+    from jaxvaco import analysis
+
+    final = read_final_csv((folder or RESULTS / "lag_sweep") / "final.csv")
+    scores, _ = analysis.score_dict_from_table(final, normalize=True, by_k=True)
+    points, cis = analysis.stratified_bootstrap_ci(scores, {"IQM": analysis.iqm})
+    rows = [["algo"] + [f"K = {k}" for k in AGGREGATE_LAGS]]
+    for algo in AGGREGATE_ALGOS:
+        rows.append([algo] + [f"{points[f'{algo} (K={k})'][0]:.3f} "
+                              f"[{cis[f'{algo} (K={k})'][0, 0]:.3f}, "
+                              f"{cis[f'{algo} (K={k})'][1, 0]:.3f}]" for k in AGGREGATE_LAGS])
+    return {"aggregate": rows}
+
+
+def measure_lag_sweep_rerun(ctx: Context) -> dict:
+    out = ctx.tmp / "lag_sweep"
+    run_command([ctx.python, "-m", "experiments.lag_sweep", "--out", str(out),
+                 "--retry-hangs"], ctx, "lag_sweep.log")
+    return {**measure_lag_sweep_tables(ctx, out), **measure_lag_sweep_aggregate(ctx, out)}
+
+
+def measure_vaco_design(stage: str) -> Callable[[Context], dict]:
+    def measure(ctx: Context) -> dict:
+        from experiments.vaco_design import summary_table
+
+        return {stage: table_rows(summary_table(RESULTS / "vaco_design" / f"{stage}.csv"))}
+    return measure
+
+
+def measure_sync_sweep(ctx: Context, folder: Path | None = None) -> dict:
+    from experiments.sync_sweep import markdown
+
+    with open((folder or RESULTS / "sync_sweep") / "sync_sweep.csv") as f:
+        rows = [{k: float(v) if k != "sync_interval" else int(v) for k, v in r.items()}
+                for r in csv.DictReader(f)]
+    intervals = list(dict.fromkeys(r["sync_interval"] for r in rows))
+    return {"sync": table_rows(markdown(rows, intervals))}
+
+
+def measure_sync_rerun(ctx: Context) -> dict:
+    out = ctx.tmp / "sync_sweep"
+    run_command([ctx.python, "experiments/sync_sweep.py", "--out", str(out)], ctx,
+                "sync_sweep.log")
+    return measure_sync_sweep(ctx, out)
+
+
+def sync_means_close(recorded: dict, now: dict) -> tuple[bool, str]:
+    """Each S: the new mean final return within 2 recorded standard deviations (3 seeds:
+    a standard error would be too tight to call drift), lag/iterations within 0.05."""
+    bad = []
+    for old, new in zip(recorded["sync"][1:], now["sync"][1:], strict=True):
+        (m0, s0), (m1, _) = (tuple(float(x) for x in c[1].split(" ± ")) for c in (old, new))
+        lag0, lag1 = float(old[2].split(" ± ")[0]), float(new[2].split(" ± ")[0])
+        if abs(m1 - m0) > 2 * s0 or abs(lag1 - lag0) > 0.05:
+            bad.append(old[0])
+    return not bad, "every S within 2 std" if not bad else f"S = {', '.join(bad)} outside"
+
+
+def measure_llm(folder: str) -> Callable[[Context], dict]:
+    def measure(ctx: Context) -> dict:
+        with open(RESULTS / folder / "summary.csv") as f:
+            rows = list(csv.DictReader(f))
+        ks = list(dict.fromkeys(int(r["K"]) for r in rows))
+        table = [["method"] + [f"K = {k}" for k in ks] + [f"tv/backward at K = {max(ks)}"]]
+        for method, label in (("grpo", "GRPO"), ("vaco", "GRPO + VACO")):
+            mine = {int(r["K"]): r for r in rows if r["method"] == method}
+            table.append([label] + [f"{float(mine[k]['final_acc']):.3f} ± "
+                                    f"{float(mine[k]['ci95']):.3f}" for k in ks]
+                         + [f"{float(mine[max(ks)]['tv/backward']):.3f}"])
+        return {folder: table}
+    return measure
+
+
+def measure_default_sweep(ctx: Context) -> dict:
+    from experiments.default_sweep import OUT, read, summarize, summary_markdown
+
+    return {"default_sweep": table_rows(summary_markdown(summarize(read(OUT / "runs.csv"))))}
+
+
+def not_rerun_here(what: str) -> Callable[[Context], dict]:
+    def measure(ctx: Context) -> dict:
+        raise NotImplementedError(what)
+    return measure
+
+
+# ------------------------------------------------------------------------- the registry
+
+CLAIMS = [
+    Claim("default-16-seeds", "PPO, CartPole-v1, defaults, 16 seeds in one program, 1M steps",
+          "jaxvaco train --num-seeds 16", "seed-count",
+          "greedy return >= 475 in at least 15 of 16 seeds", False, 5,
+          measure_default_16, solved_at_least(15), show_solved),
+    Claim("default-1-seed", "PPO, CartPole-v1, the default job (1 seed, 1M steps)",
+          "jaxvaco train", "seed-count",
+          "greedy return >= 475; wall time (with compilation) at most 2× the recorded one",
+          False, 2, measure_default_1, solved_and_wall, show_solved),
+    Claim("fast-learning", "PPO, CartPole-v1, defaults, 8 seeds, 100k steps (the learning "
+          "claim CI reruns)", "jaxvaco train " + " ".join(FAST_LEARNING_FLAGS), "statistical",
+          "new mean greedy return inside the recorded 95% bootstrap CI", True, 1,
+          measure_fast_learning, inside_ci, show_mean_ci),
+    Claim("default-sweep", "the sweep that chose the defaults (seeds solved, mean greedy)",
+          "python -m experiments.default_sweep --summary-only", "data",
+          "recomputed from the committed runs.csv: identical", True, 0.1,
+          measure_default_sweep, same, show_table, "a6323a5"),
+    Claim("breakout-4-seeds", "PPO, Breakout-MinAtar, 4 seeds, 1M steps",
+          "jaxvaco train --env Breakout-MinAtar --num-envs 64 --num-seeds 4 "
+          "--learning-rate 1e-3", "statistical",
+          "new mean greedy return inside the recorded 95% bootstrap CI", False, 20,
+          measure_breakout, inside_ci, show_greedy),
+    Claim("brax-pendulum", "PPO, Brax inverted_pendulum (spring), 2 seeds, 1.5M steps, no "
+          "entropy bonus", "jaxvaco train --env inverted_pendulum --normalize-obs "
+          "--reward-scale 0.1 --ent-coef 0 --num-envs 32 --total-timesteps 1500000 "
+          "--num-seeds 2 --learning-rate 1e-3", "statistical",
+          "new mean greedy return inside the recorded 95% bootstrap CI", False, 30,
+          lambda ctx: measure_brax(ctx, True), inside_ci, show_greedy),
+    Claim("brax-pendulum-entropy", "the same with the default entropy bonus, 1M steps",
+          "jaxvaco train --env inverted_pendulum --normalize-obs --reward-scale 0.1 "
+          "--num-envs 32 --total-timesteps 1000000 --num-seeds 2 --learning-rate 1e-3",
+          "statistical", "new mean greedy return inside the recorded 95% bootstrap CI",
+          False, 20, lambda ctx: measure_brax(ctx, False), inside_ci, show_greedy),
+    Claim("throughput-ref", "jaxvaco PPO / single-file reference (1 seed)",
+          THROUGHPUT.format("ref"), "speed", "ratio within 0.8–1.25× of the recorded one",
+          False, 3, measure_throughput("ref"), ratio_band(0.8, 1.25), show_ratio),
+    Claim("throughput-vaco", "VACO (chosen defaults) / PPO at K = 0",
+          THROUGHPUT.format("vaco"), "speed", "ratio within 0.8–1.25× of the recorded one",
+          False, 3, measure_throughput("vaco"), ratio_band(0.8, 1.25), show_ratio),
+    Claim("throughput-lag", "PPO at K = 16 (uniform, 4 groups) / K = 0",
+          THROUGHPUT.format("lag"), "speed", "ratio within 0.8–1.25× of the recorded one",
+          False, 3, measure_throughput("lag"), ratio_band(0.8, 1.25), show_ratio),
+    Claim("throughput-seeds", "16 seeds in one program / 1 seed", THROUGHPUT.format("seeds"),
+          "speed", "ratio within 0.8–1.25× of the recorded one", False, 4,
+          measure_throughput("seeds"), ratio_band(0.8, 1.25), show_ratio),
+    Claim("throughput-devices", "4 / 1 simulated CPU devices, data-parallel (global shuffle)",
+          "python experiments/throughput.py --devices 4 --total 2e5 --repeats 2", "speed",
+          "ratio within 0.8–1.25× of the recorded one", False, 5,
+          measure_throughput("devices"), ratio_band(0.8, 1.25), show_ratio),
+    Claim("vaco-prototype", "VACO prototype reproduction table (mean final greedy return)",
+          "python -m experiments.vaco_design --stage prototype --summary-only", "data",
+          "recomputed from the committed prototype.csv: identical", True, 0.1,
+          measure_vaco_design("prototype"), same, show_table, "e39da00"),
+    Claim("vaco-grid", "VACO design grid (mean final greedy return, IQM)",
+          "python -m experiments.vaco_design --stage grid --summary-only", "data",
+          "recomputed from the committed grid.csv: identical", True, 0.1,
+          measure_vaco_design("grid"), same, show_table, "31e3ef0"),
+    Claim("lag-sweep-tables", "lag sweep, per env: mean final greedy return [95% CI]",
+          "python -m experiments.lag_sweep --plot-only", "data",
+          "recomputed from the committed lag_sweep.csv (and final.csv): identical", True, 0.5,
+          measure_lag_sweep_tables, same, show_table, "677d53e, 42fc30e"),
+    Claim("lag-sweep-aggregate", "lag sweep aggregate: IQM of normalised score [95% CI]",
+          "python -m experiments.check_claims --only lag-sweep-aggregate", "data",
+          "recomputed from the committed final.csv: identical", True, 0.2,
+          measure_lag_sweep_aggregate, same, show_table, "677d53e, 42fc30e"),
+    Claim("lag-sweep-rerun", "the whole lag sweep, rerun on the current code",
+          "python -m experiments.lag_sweep --out DIR", "statistical",
+          "new point estimate inside the recorded 95% CI in >= 90% of the cells "
+          "(per-env means and aggregate IQMs)", False, 330,
+          measure_lag_sweep_rerun, most_cells_inside(0.9), show_table),
+    Claim("sync-sweep", "delayed sync across 4 simulated devices (mean ± std over 3 seeds)",
+          "python experiments/sync_sweep.py", "data",
+          "recomputed from the committed sync_sweep.csv: identical", True, 0.1,
+          measure_sync_sweep, same, show_table, "13b4741"),
+    Claim("sync-sweep-rerun", "the sync sweep, rerun on the current code",
+          "python experiments/sync_sweep.py --out DIR", "statistical",
+          "every S: new mean final return within 2 recorded std, lag/iterations within 0.05",
+          False, 15, measure_sync_rerun, sync_means_close, show_table),
+    Claim("llm-lag", "GRPO vs GRPO + VACO under generation lag (final held-out accuracy)",
+          "python experiments/llm_lag.py", "data",
+          "read from the committed summary.csv: identical", True, 0.1,
+          measure_llm("llm_lag"), same, show_table, "0f798cc"),
+    Claim("llm-lag-rerun", "the LLM lag experiment, rerun on the current code",
+          "python experiments/llm_lag.py --out DIR", "statistical",
+          "not automated yet: compare each new mean with the recorded ± interval by eye",
+          False, 40, not_rerun_here("llm_lag rerun comparison is not automated"), same,
+          show_table),
+]
+
+BY_ID = {claim.id: claim for claim in CLAIMS}
+
+
+def load_record(path: Path = RECORD) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _dump(obj, indent: str = "") -> str:
+    """JSON with one line per list of scalars (a table row, a list of returns)."""
+    inner = indent + " "
+    if isinstance(obj, dict) and obj:
+        items = [f"{inner}{json.dumps(k)}: {_dump(v, inner)}" for k, v in obj.items()]
+        return "{\n" + ",\n".join(items) + "\n" + indent + "}"
+    if isinstance(obj, list) and any(isinstance(x, (dict, list)) for x in obj):
+        return "[\n" + ",\n".join(inner + _dump(x, inner) for x in obj) + "\n" + indent + "]"
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def save_record(record: dict, path: Path = RECORD) -> None:
+    path.write_text(_dump(record) + "\n")

@@ -1,0 +1,212 @@
+"""Write the README's result tables from the recorded claims (experiments/results/claims.json).
+
+Each generated table sits between `<!-- claims:BLOCK -->` and `<!-- /claims:BLOCK -->`;
+everything outside the markers is hand-written prose. Edit claims.json (through
+`python -m experiments.check_claims --record`), never the tables.
+
+    python -m experiments.render_readme           # rewrite the blocks in README.md
+    python -m experiments.render_readme --check   # exit 1 if README.md is out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from experiments.claims import REPO, SOLVED, load_record
+
+README = REPO / "README.md"
+
+
+def table(rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows[1:]])
+
+
+def at(record: dict, *ids: str) -> str:
+    """'commit X (date)' for one or more claims."""
+    parts = [f"`{record[i]['commit']}` ({record[i]['date'][:10]})" for i in ids]
+    return ", ".join(dict.fromkeys(parts))
+
+
+def footer(record: dict, ids: tuple[str, ...], data: str = "") -> str:
+    """Where a generated table comes from: the claims, the commit, the data file."""
+    names = ", ".join(f"`{i}`" for i in ids)
+    when = f"data `{data}` committed in {at(record, *ids)}" if data else \
+        f"measured at commit {at(record, *ids)}"
+    return f"\n\n<sub>Generated from `experiments/results/claims.json` ({names}); {when}; " \
+           f"checked by `python -m experiments.check_claims`.</sub>"
+
+
+def learning(record: dict) -> str:
+    rows = [["what", "result", "command", "measured at"]]
+
+    def add(claim_id: str, what: str, result: Callable[[dict], str]) -> None:
+        if claim_id in record:
+            entry = record[claim_id]
+            rows.append([what, result(entry["value"]), f"`{entry['command']}`",
+                         f"`{entry['commit']}` ({entry['date'][:10]})"])
+
+    def default16(v: dict) -> str:
+        g = np.array(v["greedy"])
+        return (f"greedy return ≥ 475 in **{int((g >= SOLVED).sum())} of {len(g)}** seeds "
+                f"(≥ 15 required; mean {g.mean():.1f}, lowest {g.min():.0f}); {v['wall_s']} s "
+                f"wall for all {len(g)}, with compilation, on a shared 2-core CPU")
+
+    def brax(v: dict) -> str:
+        train = " / ".join(f"{x:.0f}" for x in v.get("train", []))
+        return "greedy return **" + " / ".join(f"{x:.0f}" for x in v["greedy"]) + \
+            "** (of 1000)" + (f"; training return {train}" if train else "")
+
+    add("default-16-seeds", "PPO, CartPole-v1, 16 seeds in one program, 1M steps (defaults)",
+        default16)
+    add("default-1-seed", "PPO, CartPole-v1, 1 seed (the default job, 1M steps)",
+        lambda v: f"greedy return {v['greedy'][0]:.0f}; {v['wall_s']} s wall including "
+                  "compilation")
+    add("fast-learning", "PPO, CartPole-v1, 8 seeds, 100k steps (rerun in CI)",
+        lambda v: f"mean greedy return {v['mean']:.1f} [95% CI {v['lo']:.1f}, {v['hi']:.1f}]")
+    add("breakout-4-seeds", "PPO, Breakout-MinAtar, 4 seeds, 1M steps, lr 1e-3",
+        lambda v: "greedy return " + " / ".join(f"{x:.1f}" for x in v["greedy"])
+        + " (uniform-random policy: 0.41)")
+    add("brax-pendulum", "PPO, Brax inverted_pendulum (spring), 2 seeds, 1.5M steps, no "
+        "entropy bonus, lr 1e-3", brax)
+    add("brax-pendulum-entropy", "the same with the default entropy bonus, 1M steps",
+        lambda v: "greedy " + " / ".join(f"{x:.0f}" for x in v["greedy"]))
+    return table(rows)
+
+
+THROUGHPUT_ROWS = (("throughput-ref", "≥ 1.0, goal ≥ 1.2"), ("throughput-vaco", "≥ 0.9"),
+                   ("throughput-lag", "≥ 0.95"),
+                   ("throughput-seeds", "≥ 1.0 on CPU, > 10 on a GPU"),
+                   ("throughput-devices", "overhead only on CPU"))
+
+
+def throughput(record: dict) -> str:
+    from experiments.claims import BY_ID
+
+    rows = [["comparison", "ratio", "env-steps/s", "goal", "command", "measured at"]]
+    for claim_id, goal in THROUGHPUT_ROWS:
+        entry = record[claim_id]
+        v = entry["value"]
+        sps = " vs ".join(f"{x / 1e3:.0f}k" for x in v["pair"])
+        rows.append([BY_ID[claim_id].what, f"**{v['ratio']:.2f}**", sps, goal,
+                     f"`{entry['command']}`", f"`{entry['commit']}` ({entry['date'][:10]})"])
+    return table(rows)
+
+
+PROTOTYPE = (  # README label, variant in prototype.csv, the spec's prototype (K = 0 / 4 / 16)
+    ("`ppo` (anchor β, GAE from recorded values)", "ppo", "487 / 463 / 500"),
+    ("`ppo`, anchor β, V-trace advantages", "ppo behavior-anchor vtrace", "— / 283–312 / —"),
+    ("`ppo`, anchor π_T, V-trace advantages", "ppo learner-anchor vtrace (decoupled)",
+     "492 / 234 / 40"),
+    ("`vaco` as in spec 3.1", "vaco spec 3.1", "484 / 33 / 59"),
+    ("`vaco`, align off (GAE), anchor π_T", "vaco align gae", "495 / 76 / 383"),
+)
+
+
+def vaco_prototype(record: dict) -> str:
+    rows = {row[0]: row[1:4] for row in record["vaco-prototype"]["value"]["prototype"][1:]}
+    out = [["variant", "K = 0", "K = 4", "K = 16", "prototype (K = 0 / 4 / 16)"]]
+    out += [[label, *rows[variant], spec] for label, variant, spec in PROTOTYPE]
+    return table(out) + footer(record, ("vaco-prototype",),
+                               "experiments/results/vaco_design/prototype.csv")
+
+
+def vaco_grid(record: dict) -> str:
+    return table(record["vaco-grid"]["value"]["grid"]) + footer(
+        record, ("vaco-grid",), "experiments/results/vaco_design/grid.csv")
+
+
+def lag_sweep_tables(record: dict) -> str:
+    parts = []
+    for env, rows in record["lag-sweep-tables"]["value"].items():
+        parts.append(f"**{env}** — final greedy return, mean [95% CI] over seeds\n\n"
+                     + table(rows))
+    return "\n\n".join(parts) + footer(record, ("lag-sweep-tables",),
+                                       "experiments/results/lag_sweep/lag_sweep.csv")
+
+
+def lag_sweep_aggregate(record: dict) -> str:
+    return table(record["lag-sweep-aggregate"]["value"]["aggregate"]) + footer(
+        record, ("lag-sweep-aggregate",), "experiments/results/lag_sweep/final.csv")
+
+
+def default_sweep(record: dict) -> str:
+    return table(record["default-sweep"]["value"]["default_sweep"]) + footer(
+        record, ("default-sweep",), "experiments/results/default_sweep/runs.csv")
+
+
+def sync_sweep(record: dict) -> str:
+    return table(record["sync-sweep"]["value"]["sync"]) + footer(
+        record, ("sync-sweep",), "experiments/results/sync_sweep/sync_sweep.csv")
+
+
+def llm_lag(record: dict) -> str:
+    return table(record["llm-lag"]["value"]["llm_lag"]) + footer(
+        record, ("llm-lag",), "experiments/results/llm_lag/summary.csv")
+
+
+BLOCKS: dict[str, Callable[[dict], str]] = {
+    "learning": learning, "default-sweep": default_sweep, "throughput": throughput,
+    "vaco-prototype": vaco_prototype, "vaco-grid": vaco_grid, "lag-sweep-tables": lag_sweep_tables,
+    "lag-sweep-aggregate": lag_sweep_aggregate, "sync-sweep": sync_sweep, "llm-lag": llm_lag,
+}
+
+
+def pattern(block: str) -> re.Pattern:
+    return re.compile(rf"(<!-- claims:{re.escape(block)} -->\n)(.*?)(\n<!-- /claims:"
+                      rf"{re.escape(block)} -->)", re.S)
+
+
+def render(text: str, record: dict) -> tuple[str, list[str]]:
+    """The README with every block rewritten; and the blocks whose markers are missing."""
+    missing = []
+    for block, fn in BLOCKS.items():
+        pat = pattern(block)
+        if not pat.search(text):
+            missing.append(block)
+            continue
+        body = fn(record)
+        text = pat.sub(lambda m, body=body: m.group(1) + body + m.group(3), text)
+    return text, missing
+
+
+def out_of_sync(record: dict, path: Path = README) -> list[str]:
+    """Blocks of the README that differ from what the record gives (or have no markers)."""
+    text = path.read_text()
+    problems = []
+    for block, fn in BLOCKS.items():
+        match = pattern(block).search(text)
+        if match is None:
+            problems.append(f"{block} (no markers)")
+        else:
+            try:
+                if match.group(2) != fn(record):
+                    problems.append(block)
+            except KeyError as error:
+                problems.append(f"{block} (no record for {error})")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is stale")
+    args = parser.parse_args(argv)
+    record = load_record()
+    if args.check:
+        problems = out_of_sync(record)
+        print("README in sync" if not problems else f"README out of sync: {problems}")
+        return 1 if problems else 0
+    text, missing = render(README.read_text(), record)
+    README.write_text(text)
+    print(f"README.md rendered; blocks without markers: {missing or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
