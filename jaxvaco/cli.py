@@ -11,6 +11,7 @@ from typing import Annotated
 import tyro
 
 from jaxvaco import distributed
+from jaxvaco.compilation import describe_default
 from jaxvaco.config import ConfigError, TrainConfig
 from jaxvaco.runner import RunControl
 from jaxvaco.sweep import SweepConfig
@@ -63,7 +64,9 @@ def train_command(argv: list[str]) -> int:
         print(f"jaxvaco: {error}", file=sys.stderr)
         return 2
     args = tyro.cli(TrainArgs, args=argv, default=default, prog="jaxvaco train",
-                    description="Train an agent; all seeds run in one compiled program.")
+                    description="Train an agent; all seeds run in one compiled program. "
+                                f"Compilation cache: {describe_default()} "
+                                "(--compilation-cache DIR|off, $JAXVACO_CACHE_DIR).")
     distributed.initialize(args.config.distributed)  # multi-host: before any JAX computation
     try:
         result = run(args.config, control=args.control, resume=args.resume or None)

@@ -39,6 +39,7 @@ import numpy as np
 
 from jaxvaco import distributed
 from jaxvaco.checkpoint import Checkpointer, resume_conflicts
+from jaxvaco.compilation import COMPILE_CLOCK, Stopwatch, configure_cache
 from jaxvaco.config import ConfigError, TrainConfig, from_dict, to_dict, validate
 from jaxvaco.hparams import Hyperparams, hyperparams_from_config
 from jaxvaco.sinks import Sinks, open_sinks, read_rows
@@ -63,6 +64,11 @@ class RunControl:
     wandb: bool = False
     """Also log to Weights & Biases (needs wandb; WANDB_MODE=offline works without network)."""
     wandb_project: str = "jaxvaco"
+    compilation_cache: str = "auto"
+    """Persistent XLA compilation cache: a rerun of the same configuration loads its
+    programs instead of compiling them. `auto`: $JAXVACO_CACHE_DIR if set (`off` or empty
+    disables), else $JAX_COMPILATION_CACHE_DIR, else $XDG_CACHE_HOME/jaxvaco/jax or
+    ~/.cache/jaxvaco/jax; `off` disables it; anything else is the directory."""
 
 
 class NonFiniteError(RuntimeError):
@@ -171,8 +177,7 @@ class Compiled:
         self.init = jax.jit(lambda keys, hp: jax.lax.map(lambda run: trainer.init(*run),
                                                          (keys, hp)), **shard)
         self.chunk = jax.jit(jax.vmap(trainer.train_chunk, in_axes=(0, 0, None)))
-        self.evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, None)),
-                                static_argnums=2)
+        self.evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, None)))
         self.finite = jax.jit(jax.vmap(all_finite))
 
 
@@ -349,6 +354,8 @@ class Session:
     store: Checkpointer | None
     control: RunControl
     sinks: Sinks | None = None
+    started: float = 0.0  # time.time() when the run began: compile time is counted from it
+    watch: Stopwatch = dataclasses.field(default_factory=Stopwatch)
 
     def start(self, keys: jax.Array, resume: bool) -> tuple[TrainState, LoopState, list[dict]]:
         """The newest checkpoint's state when resuming and there is one, else a fresh one."""
@@ -375,8 +382,10 @@ class Session:
         """Checkpoint (state, loop) unless disabled or already saved at this iteration."""
         if self.store is None or self.store.last_saved == loop.iteration:
             return
+        t0 = time.time()
         loop.metrics_bytes = self.sinks.jsonl.sync()
         self.store.save(loop.iteration, state, dataclasses.asdict(loop))
+        self.watch.add("checkpoint", t0)
 
     def checkpoint_due(self, loop: LoopState) -> bool:
         every = self.control.checkpoint_every
@@ -388,11 +397,13 @@ class Session:
         """Run one chunk, guard it, evaluate when due; the new state, counters, rows, info."""
         config = self.config
         n = min(chunk_length(config), config.num_iterations - loop.iteration)
+        t_chunk = time.time()
         t0 = time.perf_counter()
         new_state, sums = self.compiled.chunk(state, self.hp, jnp.int32(n))
         sums = jax.tree.map(np.asarray, sums)
         elapsed = time.perf_counter() - t0
         problems = check_chunk(self.compiled, new_state, sums)
+        t_eval = self.watch.add("train", t_chunk)
         if problems:
             self.fail(state, loop, n, problems)
         loop = dataclasses.replace(loop, chunk=loop.chunk + 1, iteration=loop.iteration + n,
@@ -403,12 +414,14 @@ class Session:
         info = {"chunk": loop.chunk, "iteration": loop.iteration,
                 "env_steps": loop.iteration * config.batch_size,
                 "sps": n * config.batch_size * len(self.runs) / elapsed,
-                "wall_time": loop.wall_time}
+                "wall_time": loop.wall_time,
+                "compile_time": COMPILE_CLOCK.stats(self.started).seconds}
         evaluate_now = loop.iteration == config.num_iterations or (
             config.eval.every_chunks and loop.chunk % config.eval.every_chunks == 0)
         if evaluate_now:
             latest = evaluate_policy(self.compiled, new_state, loop.iteration, self.runs)
             loop.latest_eval = {k: v.tolist() for k, v in latest.items()}
+            self.watch.add("evaluate", t_eval)
         rows = chunk_rows(sums, n, info, self.runs)
         for r, row in enumerate(rows):
             if evaluate_now:
@@ -442,10 +455,13 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
     from jaxvaco.progress import Progress, print_summary
 
     control = control or RunControl()
+    COMPILE_CLOCK.start()
+    started, watch = time.time(), Stopwatch()
     validate(config)
     validate_grid(config, grid or {})
     if control.checkpoint_every < 0 or control.keep_checkpoints < 0:
         raise ConfigError("--checkpoint-every and --keep-checkpoints must be >= 0.")
+    configure_cache(control.compilation_cache)
     config, grid, run_dir, store = open_run(config, grid, control,
                                             None if resume is None else Path(resume))
     try:
@@ -453,8 +469,9 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
         write_json(run_dir / "runs.json", {"grid": {k: list(v) for k, v in (grid or {}).items()},
                                            "runs": runs})
         session = Session(config, run_dir, runs, hp, Compiled(make_train(config)), store,
-                          control)
+                          control, started=started, watch=watch)
         state, loop, rows = session.start(keys, resume is not None)
+        watch.add("setup", started)
         clock = time.perf_counter()
         with Progress(config, enabled=config.progress) as progress, \
                 session.open_sinks(loop, resumed=loop.chunk > 0) as sinks, StopSignals() as stop:
@@ -469,8 +486,15 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
                     session.save(state, loop)
     finally:
         if store is not None:
-            store.close()
+            watch.add("checkpoint", (time.time(), store.close())[0])
     summary = summarize(rows, loop, len(runs), config.batch_size)
+    compile_stats = COMPILE_CLOCK.stats(started)
+    summary.update(compile_time=np.array(compile_stats.seconds),
+                   compiled_programs=np.array(compile_stats.programs),
+                   cache_hits=np.array(compile_stats.cache_hits))
+    write_json(run_dir / "timings.json", {  # where the seconds went (experiments/startup.py)
+        "started": started, "finished": time.time(), "phases": watch.report(COMPILE_CLOCK),
+        "compile": dataclasses.asdict(compile_stats)})
     if config.progress and not stop.signal:
         print_summary(config, run_dir, runs, summary)
     return RunResult(config, run_dir, runs, state, rows, summary, stop.signal)
