@@ -161,10 +161,14 @@ def main(argv: list[str] | None = None) -> int:
 def fast_exit(code: int) -> None:
     """End the process now: run the atexit handlers and flush, then skip the interpreter's
     teardown (freeing XLA's compiled programs, thread pools and every module's objects took
-    0.5-3 s at the end of each command). Every file jaxvaco writes is closed by then."""
+    0.5-3 s at the end of each command). Every file jaxvaco writes is closed by then. Only
+    when no other thread runs (a normal exit would wait for it); else return."""
     import atexit
     import os
+    import threading
 
+    if threading.active_count() > 1:
+        return
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
