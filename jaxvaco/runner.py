@@ -457,11 +457,11 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
     control = control or RunControl()
     COMPILE_CLOCK.start()
     started, watch = time.time(), Stopwatch()
+    configure_cache(control.compilation_cache)  # first: validating may compile small programs
     validate(config)
     validate_grid(config, grid or {})
     if control.checkpoint_every < 0 or control.keep_checkpoints < 0:
         raise ConfigError("--checkpoint-every and --keep-checkpoints must be >= 0.")
-    configure_cache(control.compilation_cache)
     config, grid, run_dir, store = open_run(config, grid, control,
                                             None if resume is None else Path(resume))
     try:
