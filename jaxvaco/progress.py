@@ -69,3 +69,7 @@ def print_summary(config: TrainConfig, run_dir: Path, runs: list[dict], summary:
     console.print(f"env steps per run: {int(summary['env_steps'][0]):,}   "
                   f"throughput (after compile): {float(summary['sps']):,.0f} env-steps/s   "
                   f"results: {run_dir}")
+    if "compile_time" in summary:
+        console.print(f"compile: {float(summary['compile_time']):.1f} s, "
+                      f"{int(summary['compiled_programs'])} programs "
+                      f"({int(summary['cache_hits'])} from the compilation cache)")

@@ -44,6 +44,7 @@ from jaxvaco.checkpoint import (
     resume_conflicts,
     write_failure,
 )
+from jaxvaco.compilation import COMPILE_CLOCK, Stopwatch, configure_cache
 from jaxvaco.config import (
     ConfigError,
     RunFileError,
@@ -76,6 +77,11 @@ class RunControl:
     wandb: bool = False
     """Also log to Weights & Biases (needs wandb; WANDB_MODE=offline works without network)."""
     wandb_project: str = "jaxvaco"
+    compilation_cache: str = "auto"
+    """Persistent XLA compilation cache: a rerun of the same configuration loads its
+    programs instead of compiling them. `auto`: $JAXVACO_CACHE_DIR if set (`off` or empty
+    disables), else $JAX_COMPILATION_CACHE_DIR, else $XDG_CACHE_HOME/jaxvaco/jax or
+    ~/.cache/jaxvaco/jax; `off` disables it; anything else is the directory."""
 
 
 class NonFiniteError(RuntimeError):
@@ -206,8 +212,7 @@ class Compiled:
         self.init = jax.jit(lambda keys, hp: jax.lax.map(lambda run: trainer.init(*run),
                                                          (keys, hp)), **shard)
         self.chunk = jax.jit(jax.vmap(trainer.train_chunk, in_axes=(0, 0, None)))
-        self.evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, None)),
-                                static_argnums=2)
+        self.evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, None)))
         self.finite = jax.jit(jax.vmap(all_finite))
 
 
@@ -473,6 +478,8 @@ class Session:
     store: Checkpointer | None
     control: RunControl
     sinks: Sinks | None = None
+    started: float = 0.0  # time.time() when the run began: compile time is counted from it
+    watch: Stopwatch = dataclasses.field(default_factory=Stopwatch)
 
     def start(self, keys: jax.Array, resume: bool) -> tuple[TrainState, LoopState, list[dict]]:
         """The newest checkpoint's state when resuming and there is one, else a fresh one."""
@@ -509,8 +516,10 @@ class Session:
         """Checkpoint (state, loop) unless disabled or already saved at this iteration."""
         if self.store is None or self.store.last_saved == loop.iteration:
             return
+        t0 = time.time()
         loop.metrics_bytes = self.sinks.jsonl.sync()
         self.store.save(loop.iteration, state, dataclasses.asdict(loop))
+        self.watch.add("checkpoint", t0)
 
     def checkpoint_due(self, loop: LoopState) -> bool:
         every = self.control.checkpoint_every
@@ -522,11 +531,13 @@ class Session:
         """Run one chunk, guard it, evaluate when due; the new state, counters, rows, info."""
         config = self.config
         n = min(chunk_length(config), config.num_iterations - loop.iteration)
+        t_chunk = time.time()
         t0 = time.perf_counter()
         new_state, sums = self.compiled.chunk(state, self.hp, jnp.int32(n))
         sums = jax.tree.map(np.asarray, sums)
         elapsed = time.perf_counter() - t0
         problems = check_chunk(self.compiled, new_state, sums)
+        t_eval = self.watch.add("train", t_chunk)
         if problems:
             self.fail(state, loop, n, problems)
         loop = dataclasses.replace(loop, chunk=loop.chunk + 1, iteration=loop.iteration + n,
@@ -537,12 +548,14 @@ class Session:
         info = {"chunk": loop.chunk, "iteration": loop.iteration,
                 "env_steps": loop.iteration * config.batch_size,
                 "sps": n * config.batch_size * len(self.runs) / elapsed,
-                "wall_time": loop.wall_time}
+                "wall_time": loop.wall_time,
+                "compile_time": COMPILE_CLOCK.stats(self.started).seconds}
         evaluate_now = loop.iteration == config.num_iterations or (
             config.eval.every_chunks and loop.chunk % config.eval.every_chunks == 0)
         if evaluate_now:
             latest = evaluate_policy(self.compiled, new_state, loop.iteration, self.runs)
             loop.latest_eval = {k: v.tolist() for k, v in latest.items()}
+            self.watch.add("evaluate", t_eval)
         rows = chunk_rows(sums, n, info, self.runs)
         for r, row in enumerate(rows):
             if evaluate_now:
@@ -579,6 +592,9 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
 
     resume = None if resume is None else Path(resume)
     control = control or (load_run_control(resume) if resume else RunControl())
+    COMPILE_CLOCK.start()
+    started, watch = time.time(), Stopwatch()
+    configure_cache(control.compilation_cache)  # first: validating may compile small programs
     validate(config)
     validate_grid(config, grid or {})
     if control.checkpoint_every < 0 or control.keep_checkpoints < 0:
@@ -588,9 +604,10 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
         runs, keys, hp = expand_runs(config, grid)
         write_json(run_dir / "runs.json", {"grid": grid_as_json(grid), "runs": runs})
         session = Session(config, run_dir, runs, hp, Compiled(make_train(config)), store,
-                          control)
+                          control, started=started, watch=watch)
         state, loop, rows = session.start(keys, resume is not None)
         already_complete = loop.iteration >= config.num_iterations
+        watch.add("setup", started)
         clock = time.perf_counter()
         with Progress(config, enabled=config.progress) as progress, \
                 session.open_sinks(loop, resumed=loop.chunk > 0) as sinks, StopSignals() as stop:
@@ -609,8 +626,16 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
                             run_dir, steps) from error
     finally:
         if store is not None:
-            store.close()
+            watch.add("checkpoint", (time.time(), store.close())[0])
     summary = summarize(rows, loop, len(runs), config.batch_size)
+    compile_stats = COMPILE_CLOCK.stats(started)
+    summary.update(compile_time=np.array(compile_stats.seconds),
+                   compiled_programs=np.array(compile_stats.programs),
+                   cache_hits=np.array(compile_stats.cache_hits))
+    if not already_complete:  # a finished run's files stay as they were
+        write_json(run_dir / "timings.json", {  # where the seconds went (experiments/startup.py)
+            "started": started, "finished": time.time(), "phases": watch.report(COMPILE_CLOCK),
+            "compile": dataclasses.asdict(compile_stats)})
     if config.progress and not stop.signal:
         print_summary(config, run_dir, runs, summary)
     return RunResult(config, run_dir, runs, state, rows, summary, stop.signal, already_complete)

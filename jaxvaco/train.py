@@ -414,8 +414,10 @@ def init_state(setup: Setup, init_env: VecEnv, key: jax.Array, hp: Hyperparams) 
 
 
 def evaluate(setup: Setup, eval_env: VecEnv, state: TrainState, key: jax.Array,
-             greedy: bool) -> jax.Array:
-    """Return of the first episode in each of `eval.num_episodes` parallel envs."""
+             greedy: bool | jax.Array) -> jax.Array:
+    """Return of the first episode in each of `eval.num_episodes` parallel envs.
+
+    `greedy` may be traced: one compiled program serves both modes (the same keys)."""
     config, network = setup.config, setup.network
     k_reset, k_run = jax.random.split(key)
     obs, env_state = eval_env.reset(k_reset)
@@ -424,7 +426,7 @@ def evaluate(setup: Setup, eval_env: VecEnv, state: TrainState, key: jax.Array,
         obs, env_state, returns, finished = carry
         k_act, k_env = jax.random.split(step_key)
         pi, _ = network.apply(state.params, maybe_normalize(config, state.obs_stats, obs))
-        action = greedy_action(pi) if greedy else pi.sample(seed=k_act)
+        action = jnp.where(greedy, greedy_action(pi), pi.sample(seed=k_act))
         env_state, out = eval_env.step(k_env, env_state, action)
         returns = returns + jnp.where(finished, 0.0, out.reward)
         finished = finished | out.terminated | out.truncated

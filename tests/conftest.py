@@ -10,8 +10,20 @@ restored afterwards, so other test modules run with JAX's defaults.
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
+
 import jax
 import pytest
+
+# The persistent compilation cache (on by default, in the user's cache directory) goes to
+# a fresh directory of this test session instead; subprocesses inherit it. Identical
+# programs compiled by several tests are then loaded from it.
+_CACHE = tempfile.mkdtemp(prefix="jaxvaco-test-cache-")
+os.environ["JAXVACO_CACHE_DIR"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

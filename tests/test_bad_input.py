@@ -360,8 +360,8 @@ def poison_above(learning_rate: float, iteration: int):
 def test_nan_stopped_run_resumes_with_a_lower_learning_rate(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "make_train", poison_above(6e-4, 3))
     run_dir = tmp_path / "r"
-    argv = ["train", *TINY, "--results-dir", str(tmp_path), "--run-name", "r",
-            "--checkpoint-every", "1"]
+    argv = ["train", *TINY, "--learning-rate", "0.001", "--results-dir", str(tmp_path),
+            "--run-name", "r", "--checkpoint-every", "1"]
     assert_one_line(cli(argv), 1, "Non-finite values in iteration 3",
                     "last good checkpoint: iteration 2")
     before = snapshot(run_dir)

@@ -28,7 +28,7 @@ from jaxvaco.cli import main
 from jaxvaco.config import ConfigError, EvalConfig, TrainConfig
 from jaxvaco.runner import NonFiniteError, RunControl
 
-TIMING_KEYS = {"sps", "wall_time"}
+TIMING_KEYS = {"sps", "wall_time", "compile_time"}
 
 
 @pytest.fixture(scope="module", autouse=True)

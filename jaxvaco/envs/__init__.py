@@ -1,15 +1,13 @@
 """Environment adapters: one batched, auto-resetting, jittable interface for gymnax and brax.
 
 Names are gymnax ids (``CartPole-v1``, ``Breakout-MinAtar``, ...) and brax names (``ant``,
-``inverted_pendulum``, ...), the latter also accepted as ``brax/<name>``. Brax is imported only
-when a brax environment is requested.
+``inverted_pendulum``, ...), the latter also accepted as ``brax/<name>``. Each family is
+imported only when one of its environments (or the list of names) is requested.
 """
 
 from __future__ import annotations
 
 import difflib
-
-import gymnax
 
 from jaxvaco.envs.base import EnvSpec, StepResult, VecEnv, VecEnvState
 from jaxvaco.envs.brax_env import (
@@ -19,7 +17,6 @@ from jaxvaco.envs.brax_env import (
     brax_spec,
     registered_brax_envs,
 )
-from jaxvaco.envs.gymnax_env import GymnaxVecEnv, gymnax_spec
 
 __all__ = [
     "EnvSpec",
@@ -39,9 +36,15 @@ class UnknownEnvError(ValueError):
     """Raised for an environment name that neither gymnax nor brax knows."""
 
 
+def _gymnax_envs() -> list[str]:
+    from jaxvaco.envs.gymnax_env import gymnax
+
+    return list(gymnax.registered_envs)
+
+
 def available_envs() -> list[str]:
     """All accepted environment names: gymnax ids, then brax names (without prefix)."""
-    return list(gymnax.registered_envs) + list(BRAX_ENV_NAMES)
+    return _gymnax_envs() + list(BRAX_ENV_NAMES)
 
 
 def _unknown(name: str) -> UnknownEnvError:
@@ -57,10 +60,10 @@ def _unknown(name: str) -> UnknownEnvError:
 
 def _resolve(name: str) -> tuple[str, str]:
     """Map a user-facing name to ``(family, canonical name)`` or raise :class:`UnknownEnvError`."""
-    if name in gymnax.registered_envs:
-        return "gymnax", name
-    if name in BRAX_ENV_NAMES:
+    if name in BRAX_ENV_NAMES:  # first: a brax run need not import gymnax (no name is both)
         return "brax", name
+    if name in _gymnax_envs():
+        return "gymnax", name
     bare = name.removeprefix(BRAX_PREFIX)
     if name.startswith(BRAX_PREFIX) and bare in registered_brax_envs():
         return "brax", bare
@@ -71,6 +74,8 @@ def env_spec(name: str, brax_backend: str = DEFAULT_BRAX_BACKEND) -> EnvSpec:
     """Static spec of environment ``name`` (shape inference only; no batch is built)."""
     family, canonical = _resolve(name)
     if family == "gymnax":
+        from jaxvaco.envs.gymnax_env import gymnax_spec
+
         return gymnax_spec(canonical)
     return brax_spec(canonical, brax_backend)
 
@@ -82,5 +87,7 @@ def make_env(name: str, num_envs: int, brax_backend: str = DEFAULT_BRAX_BACKEND)
     """
     family, canonical = _resolve(name)
     if family == "gymnax":
+        from jaxvaco.envs.gymnax_env import GymnaxVecEnv
+
         return GymnaxVecEnv(canonical, num_envs)
     return BraxVecEnv(canonical, num_envs, backend=brax_backend)

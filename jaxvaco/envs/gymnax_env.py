@@ -8,15 +8,56 @@ info)`` with ``info["final_observation"]`` the pre-reset next observation. Its `
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import sys
+import types
 from typing import Any
 
-import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
-from gymnax.environments import spaces
 
 from jaxvaco.envs.base import EnvSpec, VecEnv, VecEnvState, finish_step, initial_state
+
+RENDER_ONLY_IMPORTS = ("matplotlib", "matplotlib.pyplot", "matplotlib.colors", "seaborn")
+"""Imported by gymnax's environment modules at import time but used only by their
+`render` methods: seaborn (with scipy and pandas) and pyplot are about 1 s of start-up."""
+
+
+class _Deferred(types.ModuleType):
+    """Stands in for a module until one of its attributes is used, then imports it."""
+
+    __path__: list[str] = []  # looks like a package, so `from matplotlib import colors` works
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(importlib.import_module(self.__name__), attr)
+
+
+@contextlib.contextmanager
+def deferred_imports(names: tuple[str, ...] = RENDER_ONLY_IMPORTS):
+    """Within `with`, importing `names` (not imported yet) binds a stand-in that imports
+    the real module on first use. The stand-ins leave sys.modules on exit, so any other
+    import of these modules, then or later, gets the real one."""
+    stubs = {name: _Deferred(name) for name in names if name not in sys.modules}
+    for name, stub in stubs.items():
+        parent, _, child = name.rpartition(".")
+        if parent in stubs:
+            setattr(stubs[parent], child, stub)
+    sys.modules.update(stubs)
+    try:
+        yield
+    finally:
+        for name, stub in stubs.items():
+            if sys.modules.get(name) is stub:
+                del sys.modules[name]
+
+
+with deferred_imports():
+    import gymnax
+    from gymnax.environments import spaces
 
 
 def _bounds(space: spaces.Box) -> tuple[tuple[float, ...], tuple[float, ...]]:

@@ -1,0 +1,141 @@
+"""Start-up: the persistent compilation cache, compile-time reporting, one evaluation
+program, and importing only what the environment family needs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import pytest
+
+from jaxvaco import compilation
+from jaxvaco.cli import main
+from jaxvaco.compilation import CompileClock, configure_cache, resolve_cache_dir
+from jaxvaco.config import EvalConfig, TrainConfig
+from jaxvaco.runner import RunControl, run
+
+TINY = ["--num-envs", "8", "--num-steps", "16", "--total-timesteps", "256",
+        "--num-minibatches", "2", "--update-epochs", "1", "--hidden-sizes", "8", "8",
+        "--eval.num-episodes", "2", "--no-progress", "--keep-checkpoints", "0"]
+
+
+def tiny(tmp_path: Path, name: str) -> TrainConfig:
+    return TrainConfig(num_envs=8, num_steps=16, total_timesteps=256, num_minibatches=2,
+                       update_epochs=1, hidden_sizes=(8, 8), eval=EvalConfig(num_episodes=2),
+                       progress=False, results_dir=str(tmp_path / "results"), run_name=name)
+
+
+@pytest.fixture(autouse=True)
+def _restore_cache():
+    """Each test may point the cache elsewhere; put the session's back afterwards."""
+    yield
+    configure_cache("auto")
+
+
+def cache_files(directory: Path) -> list[Path]:
+    return [p for p in directory.rglob("*") if p.is_file()] if directory.exists() else []
+
+
+def test_cache_location_precedence(monkeypatch, tmp_path):
+    monkeypatch.setattr(compilation, "_jax_dir_before_us", [None])
+    monkeypatch.delenv("JAXVACO_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert resolve_cache_dir() == tmp_path / "xdg" / "jaxvaco" / "jax"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert resolve_cache_dir() == Path.home() / ".cache" / "jaxvaco" / "jax"
+    monkeypatch.setattr(compilation, "_jax_dir_before_us", [str(tmp_path / "jax")])
+    assert resolve_cache_dir() == tmp_path / "jax"  # a directory the user gave JAX
+    monkeypatch.setenv("JAXVACO_CACHE_DIR", str(tmp_path / "env"))
+    assert resolve_cache_dir() == tmp_path / "env"
+    for off in ("off", "", "OFF"):
+        monkeypatch.setenv("JAXVACO_CACHE_DIR", off)
+        assert resolve_cache_dir() is None
+    assert resolve_cache_dir(str(tmp_path / "flag")) == tmp_path / "flag"
+    assert resolve_cache_dir("off") is None
+
+
+def test_help_shows_the_cache_location(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("JAXVACO_CACHE_DIR", str(tmp_path / "here"))
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    assert str(tmp_path / "here") in out and "--compilation-cache" in out
+
+
+def test_second_identical_run_loads_from_the_cache(tmp_path):
+    cache = tmp_path / "cache"
+    argv = ["train", *TINY, "--results-dir", str(tmp_path / "results"),
+            "--compilation-cache", str(cache)]
+    assert main([*argv, "--run-name", "first"]) == 0
+    assert jax.config.jax_compilation_cache_dir == str(cache.absolute())
+    written = cache_files(cache)
+    assert written, "the first run wrote no cache entry"
+    first = json.loads((tmp_path / "results" / "first" / "timings.json").read_text())
+    assert first["compile"]["cache_hits"] == 0 and first["compile"]["programs"] >= 3
+
+    result = run(tiny(tmp_path, "second"), control=RunControl(compilation_cache=str(cache)))
+    hits, programs = int(result.summary["cache_hits"]), int(result.summary["compiled_programs"])
+    assert programs >= 3 and hits == programs  # init, chunk, evaluate, ...: all loaded
+    assert len(cache_files(cache)) == len(written)  # nothing new to write
+    rows = [json.loads(line) for line in
+            (tmp_path / "results" / "second" / "metrics.jsonl").read_text().splitlines()]
+    assert all(row["compile_time"] >= 0 for row in rows)
+    timings = json.loads((tmp_path / "results" / "second" / "timings.json").read_text())
+    assert {"setup", "train", "evaluate"} <= set(timings["phases"])
+
+
+def test_disabled_cache_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAXVACO_CACHE_DIR", str(tmp_path / "env-cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    result = run(tiny(tmp_path, "off"), control=RunControl(compilation_cache="off"))
+    assert not jax.config.jax_enable_compilation_cache
+    assert int(result.summary["cache_hits"]) == 0
+    assert not cache_files(tmp_path / "env-cache") and not cache_files(tmp_path / "xdg")
+    monkeypatch.setenv("JAXVACO_CACHE_DIR", "off")  # the environment variable alone
+    result = run(tiny(tmp_path, "env-off"))
+    assert not cache_files(tmp_path / "xdg") and int(result.summary["cache_hits"]) == 0
+
+
+def test_one_evaluation_program_for_both_modes(tmp_path):
+    from jaxvaco.runner import Compiled, evaluate_policy, expand_runs
+    from jaxvaco.train import make_train
+
+    config = tiny(tmp_path, "eval")
+    runs, keys, hp = expand_runs(config)
+    compiled = Compiled(make_train(config))
+    state = compiled.init(keys, hp)
+    out = evaluate_policy(compiled, state, 0, runs)
+    assert set(out) == {"eval/greedy_return", "eval/stochastic_return"}
+    assert compiled.evaluate._cache_size() == 1
+
+
+def test_compile_clock_counts_nested_spans_once():
+    clock = CompileClock()
+    for event in compilation._COMPILE_EVENTS:
+        clock._span(event, 10.0, 12.0, fun_name="f")  # three phases, same interval
+    clock._span(compilation._BACKEND_COMPILE, 11.0, 13.0, fun_name="g")
+    stats = clock.stats(since=0.0)
+    assert stats.seconds == pytest.approx(3.0) and stats.programs == 2
+    assert clock.stats(since=12.5).seconds == pytest.approx(0.5)
+    assert clock.overlap([(9.0, 10.5), (12.0, 20.0)]) == pytest.approx(1.5)
+
+
+def test_gymnax_run_skips_render_imports_and_brax_skips_gymnax():
+    code = (
+        "import sys\n"
+        "import jaxvaco.cli\n"
+        "from jaxvaco.envs import _resolve, make_env\n"
+        "assert _resolve('inverted_pendulum')[0] == 'brax' and 'gymnax' not in sys.modules\n"
+        "make_env('CartPole-v1', 2)\n"
+        "assert 'seaborn' not in sys.modules and 'matplotlib.pyplot' not in sys.modules\n"
+        "from gymnax.environments.misc import pong\n"
+        "assert callable(pong.sns.color_palette)  # the real module, imported on first use\n"
+        "assert 'seaborn' in sys.modules\n"
+        "import matplotlib.pyplot as plt\n"
+        "assert plt.subplots is pong.plt.subplots\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
