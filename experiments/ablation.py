@@ -15,6 +15,7 @@ development environments. K and the seeds are vmapped: one compiled program per 
 and env. Resumable: finished (env, cell) pairs in the CSV are skipped.
 
     python -m experiments.ablation --envs Acrobot-v1            # one env
+    python -m experiments.ablation --envs Breakout-MinAtar --only "clip β | learner | gae"
     python -m experiments.ablation --plot-only
 
 Writes experiments/results/ablation/ablation.csv (tidy), final.csv (last evaluation of
@@ -107,6 +108,7 @@ def summary_markdown(final: list[dict]) -> str:
     """Per env: final greedy / training return, mean [95% CI], per cell and K."""
     lines = []
     for env in dict.fromkeys(r["env"] for r in final):
+        d = 1 if max(abs(r["greedy"]) for r in final if r["env"] == env) < 50 else 0  # MinAtar
         lines += [f"\n**{env}** — final greedy return / final training return, mean "
                   "[95% CI] over seeds\n",
                   "| objective | critic | advantages | " + " | ".join(
@@ -118,8 +120,8 @@ def summary_markdown(final: list[dict]) -> str:
                 greedy = cell_stats(final, env, name, k, "greedy")
                 training = cell_stats(final, env, name, k, "training")
                 cells_.append("—" if greedy is None else
-                              f"{greedy[0]:.0f} [{greedy[1]:.0f}, {greedy[2]:.0f}] / "
-                              f"{training[0]:.0f} [{training[1]:.0f}, {training[2]:.0f}]")
+                              f"{greedy[0]:.{d}f} [{greedy[1]:.{d}f}, {greedy[2]:.{d}f}] / "
+                              f"{training[0]:.{d}f} [{training[1]:.{d}f}, {training[2]:.{d}f}]")
             parts = name.split(" | ")
             objective = parts[0] + (f" ({parts[3]})" if len(parts) > 3 else "")
             lines.append(f"| {objective} | {parts[1]} | {parts[2]} | " + " | ".join(cells_)
