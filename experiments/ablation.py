@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.common import parse_with_retries, run_variant
+from experiments.common import last_evaluated, parse_with_retries, run_variant
 from experiments.lag_sweep import read_rows
 from jaxvaco import analysis
 from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
@@ -78,17 +78,10 @@ def cells() -> dict[str, dict]:
 
 def final_table(rows: list[dict]) -> list[dict]:
     """The last evaluated row of every (env, cell, K, seed): greedy and training return."""
-    last: dict[tuple, dict] = {}
-    for row in rows:
-        if row["eval_greedy"] == "":
-            continue
-        key = (row["env"], row["variant"], int(row["K"]), int(row["seed"]))
-        if key not in last or int(row["step"]) > int(last[key]["step"]):
-            last[key] = row
     return [{"env": env, "cell": variant, "K": k, "seed": seed,
              "greedy": float(r["eval_greedy"]), "training": float(r["return"]),
              "tv/total": float(r["tv/total"]), "filter/fraction": float(r["filter/fraction"])}
-            for (env, variant, k, seed), r in sorted(last.items())]
+            for (env, variant, k, seed), r in last_evaluated(rows, "variant").items()]
 
 
 def mean_ci(values: np.ndarray) -> tuple[float, float, float]:

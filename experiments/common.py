@@ -49,6 +49,18 @@ def done_variants(path: Path) -> set[tuple[str, str]]:
         return {(row["env"], row["variant"]) for row in csv.DictReader(f)}
 
 
+def last_evaluated(rows: list[dict], label: str) -> dict[tuple, dict]:
+    """(env, row[label], K, seed) -> the run's last row with an evaluation, sorted by key."""
+    last: dict[tuple, dict] = {}
+    for row in rows:
+        if row["eval_greedy"] == "":
+            continue
+        key = (row["env"], row[label], int(row["K"]), int(row["seed"]))
+        if key not in last or int(row["step"]) > int(last[key]["step"]):
+            last[key] = row
+    return dict(sorted(last.items()))
+
+
 def tidy_rows(result, env: str, algo: str, variant: str) -> list[dict]:
     """One row per chunk per run, in the columns of FIELDS."""
     rows = []

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.common import parse_with_retries, run_variant
+from experiments.common import last_evaluated, parse_with_retries, run_variant
 from jaxvaco import analysis
 from jaxvaco.config import ALGOS, EvalConfig, LagConfig, TrainConfig
 
@@ -44,17 +44,10 @@ def read_rows(path: Path) -> list[dict]:
 
 def final_table(rows: list[dict]) -> list[dict]:
     """The last evaluated step of every (env, algo, K, seed): greedy return and lag metrics."""
-    last: dict[tuple, dict] = {}
-    for row in rows:
-        if row["eval_greedy"] == "":
-            continue
-        key = (row["env"], row["algo"], int(row["K"]), int(row["seed"]))
-        if key not in last or int(row["step"]) > int(last[key]["step"]):
-            last[key] = row
     return [{"env": k[0], "algo": k[1], "K": k[2], "seed": k[3], "step": int(r["step"]),
              "return": float(r["eval_greedy"]),
              **{m: float(r[m]) for m in ("tv/backward", "tv/forward", "tv/total")}}
-            for k, r in sorted(last.items())]
+            for k, r in last_evaluated(rows, "algo").items()]
 
 
 def summary_markdown(final: list[dict]) -> str:

@@ -27,7 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.common import FIELDS, parse_with_retries, replace_nested, tidy_rows
+from experiments.common import (
+    FIELDS,
+    last_evaluated,
+    parse_with_retries,
+    replace_nested,
+    tidy_rows,
+)
 from jaxvaco.analysis import iqm, normalize_score
 from jaxvaco.config import ALGOS, EvalConfig, LagConfig, TrainConfig
 from jaxvaco.runner import run
@@ -103,17 +109,11 @@ def run_group(algo: str, env: str, shape: tuple[int, int], configs: list[dict],
 
 def ranking(csv_path: Path) -> dict[str, list[tuple[float, int]]]:
     """algo -> [(IQM of normalised final greedy return, config index)], best first."""
-    last: dict[tuple, tuple[int, float]] = {}
     with open(csv_path) as f:
-        for row in csv.DictReader(f):
-            if row["eval_greedy"] == "":
-                continue
-            key = (row["env"], row["variant"], row["K"], row["seed"])
-            if key not in last or int(row["step"]) > last[key][0]:
-                last[key] = (int(row["step"]), float(row["eval_greedy"]))
+        last = last_evaluated(list(csv.DictReader(f)), "variant")
     pooled = defaultdict(list)
-    for (env, variant, _, _), (_, value) in last.items():
-        pooled[variant].append(float(normalize_score(env, value)))
+    for (env, variant, _, _), row in last.items():
+        pooled[variant].append(float(normalize_score(env, float(row["eval_greedy"]))))
     out = defaultdict(list)
     for variant, scores in pooled.items():
         algo, index = variant.split(" #")
