@@ -45,7 +45,7 @@ def cases():
         yield pytest.param(name, marks=marks, id=name)
 
 
-@pytest.mark.parametrize("name", cases())
+@pytest.mark.parametrize("name", list(cases()))
 def test_same_numbers_as_before_the_refactor(name, fast_compile):
     now = fingerprint.fingerprint(fingerprint.make_config(name, translate))
     before = RECORDED[name]
