@@ -1,0 +1,208 @@
+"""The fair lag study's final sweep (issue 11, stage 3): tuned algorithms × K × seeds.
+
+Every algorithm runs with its frozen configuration from the equal-tuning search
+(`experiments/results/tuning/chosen.json`, written by `python -m experiments.tune`); the
+tuned PPO-clip uses the learner's critic, and the same configuration with the recorded
+behaviour critic gets its own row (`ppo (behaviour critic)`), so that the critic's effect
+is visible beside every algorithm's. Each (env, variant) is one program: K ∈ {0, 2, 4, 8,
+16} (`uniform` lag, 4 groups) × seeds, vmapped.
+
+    python -m experiments.fair_study --dev                  # development environments
+    python -m experiments.fair_study --held-out             # then the held-out ones
+    python -m experiments.fair_study --summary-only
+
+The held-out environments were named in the README before any result on them existed and
+no tuning decision looked at them; they are reported apart from the development ones.
+Brax tasks add the settings every Brax run in this project uses (observation
+normalisation, reward scale 0.1) to the tuned values.
+
+Writes experiments/results/fair_study/: study.csv (tidy, resumable per (env, variant)),
+final.csv (final greedy and training return per run), summary.md (per-environment tables
+of both returns, mean [95% CI]; IQM of the normalised score per K with stratified-bootstrap
+CIs, development and held-out apart; the probability that VACO improves on each baseline
+per K) and {greedy,training}_return_vs_lag.{png,pdf}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+from experiments.common import last_evaluated, parse_with_retries, run_variant
+from jaxvaco import analysis
+from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
+
+OUT = Path(__file__).resolve().parent / "results" / "fair_study"
+CHOSEN = Path(__file__).resolve().parent / "results" / "tuning" / "chosen.json"
+LAGS = (0, 2, 4, 8, 16)
+DEV_ENVS = {"CartPole-v1": 300_000, "Acrobot-v1": 300_000, "Breakout-MinAtar": 500_000}
+HELD_OUT_ENVS = {"Asterix-MinAtar": 500_000, "SpaceInvaders-MinAtar": 500_000,
+                 "Freeway-MinAtar": 500_000, "hopper": 1_000_000,
+                 "inverted_double_pendulum": 1_000_000, "reacher": 1_000_000}
+BRAX_SETTINGS = {"normalize_obs": True, "reward_scale": 0.1}
+# The shared settings of the tuning search (experiments/tune.py), so the tuned values mean
+# what they meant there.
+BASE = TrainConfig(num_envs=16, num_steps=128, anneal_lr=True,
+                   lag=LagConfig(mode="uniform", num_groups=4),
+                   eval=EvalConfig(every_chunks=0, num_episodes=16), progress=False)
+CONFIG_PATHS = {"update_epochs": "update_epochs", "num_minibatches": "num_minibatches",
+                "learning_rate": "learning_rate", "ent_coef": "ent_coef",
+                "clip_coef": "clip_coef", "target_kl": "ppo_kl.target_kl",
+                "delta": "vaco.delta"}
+TREATMENT = "vaco"
+
+
+def tuned_variants(chosen: dict[str, dict]) -> dict[str, dict]:
+    """variant label -> TrainConfig overrides: each tuned algorithm, plus PPO's other critic."""
+    variants = {}
+    for algo, values in chosen.items():
+        overrides = {"algo": algo, **{CONFIG_PATHS[k]: v for k, v in values.items()
+                                      if k in CONFIG_PATHS}}
+        if algo == "ppo":
+            variants["ppo (behaviour critic)"] = {**overrides, "ppo.critic": "behavior"}
+            overrides["ppo.critic"] = "learner"
+        variants[algo] = overrides
+    return variants
+
+
+def is_brax(env: str) -> bool:
+    return "-" not in env  # gymnax ids carry a version or family suffix; Brax names do not
+
+
+def final_table(rows: list[dict]) -> list[dict]:
+    """Per run (env, variant, K, seed): final greedy and training (stochastic) return."""
+    return [{"env": env, "variant": variant, "K": k, "seed": seed, "step": int(row["step"]),
+             "greedy": float(row["eval_greedy"]), "training": float(row["return"])}
+            for (env, variant, k, seed), row in last_evaluated(rows, "variant").items()]
+
+
+def mean_ci(values: np.ndarray, decimals: int) -> str:
+    points, cis = analysis.stratified_bootstrap_ci({"x": values[:, None]},
+                                                   {"Mean": analysis.mean})
+    lo, hi = cis["x"][:, 0]
+    return f"{points['x'][0]:.{decimals}f} [{lo:.{decimals}f}, {hi:.{decimals}f}]"
+
+
+def env_tables(final: list[dict]) -> list[str]:
+    """One table per environment and return kind: variants × K, mean [95% CI] over seeds."""
+    lines = []
+    for env in dict.fromkeys(r["env"] for r in final):
+        rows = [r for r in final if r["env"] == env]
+        decimals = 1 if max(abs(r["greedy"]) for r in rows) < 50 else 0
+        for kind in ("greedy", "training"):
+            lines += [f"\n**{env}**, final {kind} return, mean [95% CI] over seeds\n",
+                      "| variant | " + " | ".join(f"K={k}" for k in LAGS) + " |",
+                      "|---|" + "---|" * len(LAGS)]
+            for variant in dict.fromkeys(r["variant"] for r in rows):
+                cells = [np.array([r[kind] for r in rows if (r["variant"], r["K"]) ==
+                                   (variant, k)]) for k in LAGS]
+                lines.append(f"| {variant} | " + " | ".join(
+                    mean_ci(c, decimals) if len(c) else "—" for c in cells) + " |")
+    return lines
+
+
+def score_matrix(final: list[dict], variant: str, k: int, envs: list[str],
+                 kind: str) -> np.ndarray:
+    """[seeds, envs] normalised scores of one variant at one K."""
+    columns = [[analysis.normalize_score(env, r[kind]) for r in final
+                if (r["env"], r["variant"], r["K"]) == (env, variant, k)] for env in envs]
+    return np.array(columns, dtype=np.float64).T
+
+
+def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> float:
+    r"""P(X > Y) averaged over tasks: :math:`\frac1M\sum_m \frac1{NN'}\sum_{i,j}
+    [x_{im} > y_{jm}] + \tfrac12 [x_{im} = y_{jm}]` (the Mann-Whitney U statistic, as
+    rliable's `probability_of_improvement`)."""
+    greater = (x[:, None, :] > y[None, :, :]).mean(axis=(0, 1))
+    ties = (x[:, None, :] == y[None, :, :]).mean(axis=(0, 1))
+    return float(np.mean(greater + 0.5 * ties))
+
+
+def aggregate_lines(final: list[dict], envs: list[str], title: str) -> list[str]:
+    """IQM of normalised final return per variant and K (both kinds), and P(VACO > variant)."""
+    present = [e for e in envs if any(r["env"] == e for r in final)]
+    if not present:
+        return []
+    variants = list(dict.fromkeys(r["variant"] for r in final if r["env"] in present))
+    lines = [f"\n**{title}** ({', '.join(present)}): IQM of the normalised final return "
+             "[95% stratified-bootstrap CI]; P(VACO > variant) on greedy return\n",
+             "| variant | return | " + " | ".join(f"K={k}" for k in LAGS) + " |",
+             "|---|---|" + "---|" * len(LAGS)]
+    for variant in variants:
+        for kind in ("greedy", "training"):
+            scores = {k: score_matrix(final, variant, k, present, kind) for k in LAGS}
+            points, cis = analysis.stratified_bootstrap_ci(
+                {k: s for k, s in scores.items() if s.size}, {"IQM": analysis.iqm})
+            cells = [f"{points[k][0]:.2f} [{cis[k][0, 0]:.2f}, {cis[k][1, 0]:.2f}]"
+                     if k in points else "—" for k in LAGS]
+            lines.append(f"| {variant} | {kind} | " + " | ".join(cells) + " |")
+        if variant != TREATMENT and TREATMENT in variants:
+            cells = []
+            for k in LAGS:
+                treated, other = (score_matrix(final, v, k, present, "greedy")
+                                  for v in (TREATMENT, variant))
+                cells.append(f"{probability_of_improvement(treated, other):.2f}"
+                             if treated.size and other.size else "—")
+            lines.append(f"| P(VACO > {variant}) | greedy | " + " | ".join(cells) + " |")
+    return lines
+
+
+def summary_markdown(final: list[dict]) -> str:
+    return "\n".join(aggregate_lines(final, list(DEV_ENVS), "Development environments")
+                     + aggregate_lines(final, list(HELD_OUT_ENVS), "Held-out environments")
+                     + env_tables(final))
+
+
+def run_study(envs: dict[str, int], variants: dict[str, dict], seeds: int,
+              out: Path) -> None:
+    """Every (env, variant) not yet in study.csv; `envs` maps env -> steps per run."""
+    for env, steps in envs.items():
+        extra = BRAX_SETTINGS if is_brax(env) else {}
+        for variant, overrides in variants.items():
+            run_variant(BASE, env, variant, {**overrides, **extra, "num_seeds": seeds,
+                                             "total_timesteps": steps},
+                        LAGS, out / "study.csv", out / "runs")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dev", action="store_true", help="run the development envs")
+    parser.add_argument("--held-out", action="store_true", help="run the held-out envs")
+    parser.add_argument("--envs", nargs="+", help="only these envs (of the chosen sets)")
+    parser.add_argument("--seeds", type=int, default=16)
+    parser.add_argument("--steps", type=int, help="env steps per run (default: per env)")
+    parser.add_argument("--chosen", type=Path, default=CHOSEN)
+    parser.add_argument("--summary-only", action="store_true")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parse_with_retries(parser, "experiments.fair_study")
+    if not args.summary_only:
+        if not args.chosen.exists():
+            parser.error(f"{args.chosen} does not exist: run `python -m experiments.tune` "
+                         "first (the study uses the frozen tuned configurations)")
+        variants = tuned_variants(json.loads(args.chosen.read_text()))
+        envs = {**(DEV_ENVS if args.dev else {}), **(HELD_OUT_ENVS if args.held_out else {})}
+        envs = {e: args.steps or s for e, s in envs.items() if not args.envs or e in args.envs}
+        if not envs:
+            parser.error("nothing to run: pass --dev and/or --held-out (and --envs from them)")
+        args.out.mkdir(parents=True, exist_ok=True)
+        run_study(envs, variants, args.seeds, args.out)
+    with open(args.out / "study.csv") as f:
+        final = final_table(list(csv.DictReader(f)))
+    with open(args.out / "final.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(final[0]))
+        writer.writeheader()
+        writer.writerows(final)
+    table = summary_markdown(final)
+    (args.out / "summary.md").write_text(table + "\n")
+    print(table)
+    for kind in ("greedy", "training"):
+        analysis.plot_return_vs_lag([{**r, "algo": r["variant"]} for r in final], args.out,
+                                    metric=kind, stem=f"{kind}_return_vs_lag")
+
+
+if __name__ == "__main__":
+    main()

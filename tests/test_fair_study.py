@@ -1,0 +1,39 @@
+"""The fair study's own pieces: the variants it runs and its probability of improvement."""
+
+import numpy as np
+import pytest
+from rliable import metrics
+
+from experiments.fair_study import probability_of_improvement, tuned_variants
+from jaxvaco.config import TrainConfig
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_probability_of_improvement_matches_rliable(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 5, size=(7, 3)).astype(float)  # small integers: ties happen
+    y = rng.integers(0, 5, size=(5, 3)).astype(float)
+    assert probability_of_improvement(x, y) == pytest.approx(
+        metrics.probability_of_improvement(x, y))
+
+
+def test_tuned_variants_give_ppo_both_critics_and_map_knobs_to_config_fields():
+    chosen = {"ppo": {"config": 3, "update_epochs": 2, "num_minibatches": 8,
+                      "learning_rate": 1e-3, "ent_coef": 0.01, "clip_coef": 0.15},
+              "ppo_kl": {"config": 1, "update_epochs": 4, "num_minibatches": 4,
+                         "learning_rate": 2e-4, "ent_coef": 0.003, "target_kl": 0.02},
+              "vaco": {"config": 0, "update_epochs": 8, "num_minibatches": 2,
+                       "learning_rate": 5e-4, "ent_coef": 0.02, "delta": 0.3}}
+    variants = tuned_variants(chosen)
+    assert set(variants) == {"ppo", "ppo (behaviour critic)", "ppo_kl", "vaco"}
+    assert variants["ppo"]["ppo.critic"] == "learner"
+    assert variants["ppo (behaviour critic)"]["ppo.critic"] == "behavior"
+    assert variants["ppo_kl"]["ppo_kl.target_kl"] == 0.02
+    assert variants["vaco"]["vaco.delta"] == 0.3
+    assert "config" not in variants["vaco"]  # the search's index is not a setting
+    # every override names a real TrainConfig field (group.field for nested ones)
+    config = TrainConfig()
+    for overrides in variants.values():
+        for path in overrides:
+            group, _, field = path.rpartition(".")
+            assert hasattr(getattr(config, group) if group else config, field), path
