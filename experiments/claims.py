@@ -321,6 +321,50 @@ def measure_lag_sweep_aggregate(ctx: Context, folder: Path | None = None) -> dic
     return {"aggregate": rows}
 
 
+ABLATION_OBJECTIVES = ("clip β", "clip π_T (decoupled)", "TV batch β", "TV batch π_T",
+                       "TV sample β", "none (IS gradient)")
+ABLATION_COLUMNS = (("behavior", "gae"), ("behavior", "vtrace"), ("learner", "gae"),
+                    ("learner", "vtrace"))
+
+
+def measure_ablation(ctx: Context, folder: Path | None = None) -> dict:
+    """Per env: objective × (critic, advantages), each cell 'mean final greedy return at
+    K = 0 → at K = 16 / mean final training return at K = 16', recomputed from the
+    committed ablation.csv (whose final.csv must agree)."""
+    from experiments.ablation import LAGS, final_table
+    from experiments.lag_sweep import read_rows
+
+    folder = folder or RESULTS / "ablation"
+    final = final_table(read_rows(folder / "ablation.csv"))
+    with open(folder / "final.csv") as f:
+        committed = [(r["env"], r["cell"], int(r["K"]), int(r["seed"]), float(r["greedy"]))
+                     for r in csv.DictReader(f)]
+    if committed != [(r["env"], r["cell"], r["K"], r["seed"], r["greedy"]) for r in final]:
+        raise RuntimeError("final.csv is not what ablation.csv gives")
+    low, high = min(LAGS), max(LAGS)
+
+    def cell(env: str, label: str, decimals: int) -> str:
+        def mean(k: int, metric: str) -> float:
+            return float(np.mean([r[metric] for r in final
+                                  if (r["env"], r["cell"], r["K"]) == (env, label, k)]))
+        if not any((r["env"], r["cell"]) == (env, label) for r in final):
+            return "—"
+        return (f"{mean(low, 'greedy'):.{decimals}f} → {mean(high, 'greedy'):.{decimals}f}"
+                f" / {mean(high, 'training'):.{decimals}f}")
+
+    tables = {}
+    for env in dict.fromkeys(r["env"] for r in final):
+        decimals = 1 if max(abs(r["greedy"]) for r in final if r["env"] == env) < 50 else 0
+        rows = [["objective \\ critic, advantages"]
+                + [f"{critic}, {estimator}" for critic, estimator in ABLATION_COLUMNS]]
+        for objective in ABLATION_OBJECTIVES:
+            rows.append([objective] + [cell(env, f"{objective} | {critic} | {estimator}",
+                                            decimals)
+                                       for critic, estimator in ABLATION_COLUMNS])
+        tables[env] = rows
+    return tables
+
+
 def measure_lag_sweep_rerun(ctx: Context) -> dict:
     out = ctx.tmp / "lag_sweep"
     run_command([ctx.python, "-m", "experiments.lag_sweep", "--out", str(out),
@@ -464,6 +508,10 @@ CLAIMS = [
           "new point estimate inside the recorded 95% CI in >= 90% of the cells "
           "(per-env means and aggregate IQMs)", False, 330,
           measure_lag_sweep_rerun, most_cells_inside(0.9), show_table),
+    Claim("ablation", "lag ablation, per env: final greedy K = 0 → K = 16 / training K = 16",
+          "python -m experiments.ablation --plot-only", "data",
+          "recomputed from the committed ablation.csv (and final.csv): identical", True, 0.2,
+          measure_ablation, same, show_table, "b5c21f6, c6a35c2"),
     Claim("sync-sweep", "delayed sync across 4 simulated devices (mean ± std over 3 seeds)",
           "python experiments/sync_sweep.py", "data",
           "recomputed from the committed sync_sweep.csv: identical", True, 0.1,

@@ -136,6 +136,15 @@ def lag_sweep_aggregate(record: dict) -> str:
         record, ("lag-sweep-aggregate",), "experiments/results/lag_sweep/final.csv")
 
 
+def ablation(record: dict) -> str:
+    parts = [f"**{env}**: final greedy return K = 0 → K = 16 / final training return at "
+             "K = 16 (means over 8 seeds; 95% CIs in `experiments/results/ablation/"
+             "summary.md`)\n\n" + table(rows)
+             for env, rows in record["ablation"]["value"].items()]
+    return "\n\n".join(parts) + footer(record, ("ablation",),
+                                       "experiments/results/ablation/ablation.csv")
+
+
 def default_sweep(record: dict) -> str:
     return table(record["default-sweep"]["value"]["default_sweep"]) + footer(
         record, ("default-sweep",), "experiments/results/default_sweep/runs.csv")
@@ -154,7 +163,8 @@ def llm_lag(record: dict) -> str:
 BLOCKS: dict[str, Callable[[dict], str]] = {
     "learning": learning, "default-sweep": default_sweep, "throughput": throughput,
     "vaco-prototype": vaco_prototype, "vaco-grid": vaco_grid, "lag-sweep-tables": lag_sweep_tables,
-    "lag-sweep-aggregate": lag_sweep_aggregate, "sync-sweep": sync_sweep, "llm-lag": llm_lag,
+    "lag-sweep-aggregate": lag_sweep_aggregate, "ablation": ablation, "sync-sweep": sync_sweep,
+    "llm-lag": llm_lag,
 }
 
 
