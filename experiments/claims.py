@@ -24,7 +24,6 @@ skips the claims above it and says so in its output.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import subprocess
@@ -34,6 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+from jaxvaco.results import read_rows
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "experiments" / "results"
@@ -271,7 +272,7 @@ def table_rows(markdown: str) -> list[list[str]]:
 
 
 def lag_sweep_final(path: Path) -> list[dict]:
-    from experiments.lag_sweep import final_table, read_rows
+    from experiments.lag_sweep import final_table
 
     return final_table(read_rows(path))
 
@@ -295,10 +296,8 @@ def measure_lag_sweep_tables(ctx: Context, folder: Path | None = None) -> dict:
 
 
 def read_final_csv(path: Path) -> list[dict]:
-    with open(path) as f:
-        return [{"env": r["env"], "algo": r["algo"], "K": int(r["K"]), "seed": int(r["seed"]),
-                 "step": int(r["step"]), "return": float(r["return"])}
-                for r in csv.DictReader(f)]
+    return [{"env": r["env"], "algo": r["algo"], "K": int(r["K"]), "seed": int(r["seed"]),
+             "step": int(r["step"]), "return": float(r["return"])} for r in read_rows(path)]
 
 
 AGGREGATE_ALGOS = ("ppo", "ppo_kl", "spo", "impala", "vaco")
@@ -339,9 +338,8 @@ def measure_vaco_design(stage: str) -> Callable[[Context], dict]:
 def measure_sync_sweep(ctx: Context, folder: Path | None = None) -> dict:
     from experiments.sync_sweep import markdown
 
-    with open((folder or RESULTS / "sync_sweep") / "sync_sweep.csv") as f:
-        rows = [{k: float(v) if k != "sync_interval" else int(v) for k, v in r.items()}
-                for r in csv.DictReader(f)]
+    rows = [{k: float(v) if k != "sync_interval" else int(v) for k, v in r.items()}
+            for r in read_rows((folder or RESULTS / "sync_sweep") / "sync_sweep.csv")]
     intervals = list(dict.fromkeys(r["sync_interval"] for r in rows))
     return {"sync": table_rows(markdown(rows, intervals))}
 
@@ -367,8 +365,7 @@ def sync_means_close(recorded: dict, now: dict) -> tuple[bool, str]:
 
 def measure_llm(folder: str) -> Callable[[Context], dict]:
     def measure(ctx: Context) -> dict:
-        with open(RESULTS / folder / "summary.csv") as f:
-            rows = list(csv.DictReader(f))
+        rows = read_rows(RESULTS / folder / "summary.csv")
         ks = list(dict.fromkeys(int(r["K"]) for r in rows))
         table = [["method"] + [f"K = {k}" for k in ks] + [f"tv/backward at K = {max(ks)}"]]
         for method, label in (("grpo", "GRPO"), ("vaco", "GRPO + VACO")):
@@ -381,9 +378,9 @@ def measure_llm(folder: str) -> Callable[[Context], dict]:
 
 
 def measure_default_sweep(ctx: Context) -> dict:
-    from experiments.default_sweep import OUT, read, summarize, summary_markdown
+    from experiments.default_sweep import OUT, summarize, summary_markdown
 
-    return {"default_sweep": table_rows(summary_markdown(summarize(read(OUT / "runs.csv"))))}
+    return {"default_sweep": table_rows(summary_markdown(summarize(read_rows(OUT / "runs.csv"))))}
 
 
 def not_rerun_here(what: str) -> Callable[[Context], dict]:

@@ -173,7 +173,7 @@ class PlotArgs:
 
 
 def plot_command(argv: list[str]) -> int:
-    from jaxvaco.sweep import plot_results
+    from jaxvaco.results import plot_results
 
     args = tyro.cli(PlotArgs, args=argv, prog="jaxvaco plot",
                     description="Plot a sweep or a run as PNG and PDF.")

@@ -16,7 +16,8 @@ import pytest
 
 from jaxvaco import runner
 from jaxvaco.config import EvalConfig, TrainConfig
-from jaxvaco.sweep import SweepConfig, cells, load_sweep_file, read_table
+from jaxvaco.results import read_table
+from jaxvaco.sweep import SweepConfig, cells, load_sweep_file
 
 
 @pytest.fixture(scope="module", autouse=True)
