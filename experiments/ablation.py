@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import parse_with_retries, run_variant
-from jaxvaco import analysis
+from jaxvaco.analysis import stats
 from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
 from jaxvaco.results import last_evaluated, read_rows, write_rows
 
@@ -85,8 +85,7 @@ def final_table(rows: list[dict]) -> list[dict]:
 
 def mean_ci(values: np.ndarray) -> tuple[float, float, float]:
     """Mean and 95% bootstrap CI over seeds."""
-    point, ci = analysis.stratified_bootstrap_ci({"x": values[:, None]},
-                                                 {"Mean": analysis.mean})
+    point, ci = stats.stratified_bootstrap_ci({"x": values[:, None]}, {"Mean": stats.mean})
     return float(point["x"][0]), float(ci["x"][0, 0]), float(ci["x"][1, 0])
 
 

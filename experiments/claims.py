@@ -92,11 +92,11 @@ def final_greedy(run_dir: Path) -> list[float]:
 
 
 def mean_ci(values: list[float]) -> dict:
-    """Mean and 95% stratified-bootstrap CI (analysis.stratified_bootstrap_ci, seed 0)."""
-    from jaxvaco import analysis
+    """Mean and 95% stratified-bootstrap CI (stats.stratified_bootstrap_ci, seed 0)."""
+    from jaxvaco.analysis import stats
 
     x = np.asarray(values, np.float64)
-    points, cis = analysis.stratified_bootstrap_ci({"x": x[:, None]}, {"Mean": analysis.mean})
+    points, cis = stats.stratified_bootstrap_ci({"x": x[:, None]}, {"Mean": stats.mean})
     return {"mean": round(float(points["x"][0]), 2), "lo": round(float(cis["x"][0, 0]), 2),
             "hi": round(float(cis["x"][1, 0]), 2)}
 
@@ -306,12 +306,12 @@ AGGREGATE_LAGS = (0, 4, 8, 16)
 
 def measure_lag_sweep_aggregate(ctx: Context, folder: Path | None = None) -> dict:
     """IQM of the normalised final greedy return over the three envs, per algo and K, with
-    95% stratified-bootstrap CIs (analysis defaults: 2000 reps, seed 0)."""
-    from jaxvaco import analysis
+    95% stratified-bootstrap CIs (stats defaults: 2000 reps, seed 0)."""
+    from jaxvaco.analysis import stats, tables
 
     final = read_final_csv((folder or RESULTS / "lag_sweep") / "final.csv")
-    scores, _ = analysis.score_dict_from_table(final, normalize=True, by_k=True)
-    points, cis = analysis.stratified_bootstrap_ci(scores, {"IQM": analysis.iqm})
+    scores, _ = tables.score_dict_from_table(final, normalize=True, by_k=True)
+    points, cis = stats.stratified_bootstrap_ci(scores, {"IQM": stats.iqm})
     rows = [["algo"] + [f"K = {k}" for k in AGGREGATE_LAGS]]
     for algo in AGGREGATE_ALGOS:
         rows.append([algo] + [f"{points[f'{algo} (K={k})'][0]:.3f} "

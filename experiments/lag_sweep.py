@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import parse_with_retries, run_variant
-from jaxvaco import analysis
+from jaxvaco.analysis import lag_plots, plots, stats, tables
 from jaxvaco.config import ALGOS, EvalConfig, LagConfig, TrainConfig
 from jaxvaco.results import last_evaluated, read_rows, write_rows
 
@@ -62,8 +62,8 @@ def summary_markdown(final: list[dict]) -> str:
                 if len(values) == 0:
                     cells.append("—")
                     continue
-                points, cis = analysis.stratified_bootstrap_ci({"x": values[:, None]},
-                                                               {"Mean": analysis.mean})
+                points, cis = stats.stratified_bootstrap_ci({"x": values[:, None]},
+                                                            {"Mean": stats.mean})
                 d = decimals[env]
                 cells.append(f"{points['x'][0]:.{d}f} [{cis['x'][0, 0]:.{d}f}, "
                              f"{cis['x'][1, 0]:.{d}f}]")
@@ -72,10 +72,10 @@ def summary_markdown(final: list[dict]) -> str:
 
 
 def make_plots(final: list[dict], out: Path) -> None:
-    analysis.plot_return_vs_lag(final, out)
-    analysis.plot_tv_vs_lag(final, out)
-    scores, _ = analysis.score_dict_from_table(final, normalize=True)
-    analysis.plot_aggregate_intervals(scores, out)
+    lag_plots.plot_return_vs_lag(final, out)
+    lag_plots.plot_tv_vs_lag(final, out)
+    scores, _ = tables.score_dict_from_table(final, normalize=True)
+    plots.plot_aggregate_intervals(scores, out)
 
 
 def main() -> None:

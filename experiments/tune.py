@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import parse_with_retries, replace_nested
-from jaxvaco.analysis import iqm, normalize_score
+from jaxvaco.analysis.stats import iqm, normalize_score
 from jaxvaco.config import ALGOS, EvalConfig, LagConfig, TrainConfig
 from jaxvaco.results import append_rows, last_evaluated, read_rows, variant_rows
 from jaxvaco.runner import run

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import parse_with_retries, run_variant
-from jaxvaco.analysis import iqm, normalize_score
+from jaxvaco.analysis.stats import iqm, normalize_score
 from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
 from jaxvaco.results import last_evaluated, read_rows
 

@@ -3,7 +3,7 @@
 A metrics row (as `jaxvaco.runner.run` returns it and writes it to metrics.jsonl) becomes a
 tidy row by `tidy_row`: the key columns env, algo, K, seed, step, return (training episode
 return) first, then every other metric under its own name (eval/greedy_return, tv/backward,
-tv/forward, tv/total, filter/fraction, lag/iterations, ...), as `jaxvaco.analysis` reads it.
+tv/forward, tv/total, filter/fraction, lag/iterations, ...), as `jaxvaco.analysis.tables` reads it.
 
 Two tables are built from such rows:
 
@@ -51,7 +51,7 @@ def tidy_rows(run_dir: Path) -> list[dict]:
 
     K is the run's lag_delay when swept, else lag.max_delay. Swept values other than the
     lag are appended to the algo label (e.g. "ppo learning_rate=0.001"), so that
-    (env, algo, K, seed) names one run, as `jaxvaco.analysis` expects.
+    (env, algo, K, seed) names one run, as `jaxvaco.analysis.tables` expects.
     """
     from jaxvaco.runner import load_run_dir
     from jaxvaco.sinks import read_rows as read_metrics
@@ -184,23 +184,23 @@ def plot_results(directory: Path, out: Path | None = None, metric: str = "return
                  ) -> list[Path]:
     """Learning curves, final return and TV against lag, aggregate intervals: PNG + PDF.
 
-    Scores in the aggregate chart are normalised (`analysis.normalize_score`) when every
-    environment has reference scores, else raw (with a warning).
+    Scores in the aggregate chart are normalised (`jaxvaco.analysis.stats.normalize_score`)
+    when every environment has reference scores, else raw (with a warning).
     """
-    from jaxvaco import analysis
+    from jaxvaco.analysis import lag_plots, plots, stats, tables
 
     table = load_results(Path(directory))
     out = Path(out) if out else Path(directory) / "plots"
     envs = set(table["env"].tolist())
-    normalize = envs <= set(analysis.REFERENCE_SCORES)
+    normalize = envs <= set(stats.REFERENCE_SCORES)
     if not normalize:
-        warnings.warn(f"No reference scores for {sorted(envs - set(analysis.REFERENCE_SCORES))}"
+        warnings.warn(f"No reference scores for {sorted(envs - set(stats.REFERENCE_SCORES))}"
                       ": the aggregate chart shows raw returns.", stacklevel=2)
-    finals = analysis.final_scores(table)
-    score_dict, _ = analysis.score_dict_from_table(finals, normalize=normalize, metric=metric)
-    paths = analysis.plot_learning_curves(table, out, metric=metric)
-    paths += analysis.plot_return_vs_lag(table, out, metric=metric)
-    paths += analysis.plot_aggregate_intervals(score_dict, out, normalize=normalize)
-    paths += analysis.plot_tv_vs_lag(table, out)
+    finals = tables.final_scores(table)
+    score_dict, _ = tables.score_dict_from_table(finals, normalize=normalize, metric=metric)
+    paths = plots.plot_learning_curves(table, out, metric=metric)
+    paths += lag_plots.plot_return_vs_lag(table, out, metric=metric)
+    paths += plots.plot_aggregate_intervals(score_dict, out, normalize=normalize)
+    paths += lag_plots.plot_tv_vs_lag(table, out)
     return paths
 
