@@ -36,7 +36,8 @@ import numpy as np
 
 from jaxvaco.config import TrainConfig
 from jaxvaco.results import append_rows, read_rows
-from jaxvaco.runner import RunControl, run
+from jaxvaco.run_dir import RunControl
+from jaxvaco.runner import run
 
 OUT = Path(__file__).resolve().parent / "results" / "default_sweep"
 SOLVED = 475.0

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 
 from jaxvaco.config import ConfigError
+from jaxvaco.run_dir import load_run_dir
+from jaxvaco.sinks import read_rows as read_metrics
 
 KEY_COLUMNS = ("env", "algo", "K", "seed", "step", "return")
 DROPPED = {"run", "env_steps", "lag_delay", "episode/return"}
@@ -53,9 +55,6 @@ def tidy_rows(run_dir: Path) -> list[dict]:
     lag are appended to the algo label (e.g. "ppo learning_rate=0.001"), so that
     (env, algo, K, seed) names one run, as `jaxvaco.analysis.tables` expects.
     """
-    from jaxvaco.runner import load_run_dir
-    from jaxvaco.sinks import read_rows as read_metrics
-
     config, grid = load_run_dir(run_dir)
     path = run_dir / "metrics.jsonl"
     complete_lines = path.read_bytes().rfind(b"\n") + 1  # a running run may be mid-line

@@ -50,7 +50,8 @@ from jaxvaco.config import (
     validate,
 )
 from jaxvaco.results import tidy_rows, write_table
-from jaxvaco.runner import RunControl, expand_runs, load_run_dir, run, write_json
+from jaxvaco.run_dir import RunControl, load_run_dir, write_json
+from jaxvaco.runner import expand_runs, run
 
 
 @dataclasses.dataclass(frozen=True)
