@@ -3,7 +3,8 @@
 A metrics row (as `jaxvaco.runner.run` returns it and writes it to metrics.jsonl) becomes a
 tidy row by `tidy_row`: the key columns env, algo, K, seed, step, return (training episode
 return) first, then every other metric under its own name (eval/greedy_return, tv/backward,
-tv/forward, tv/total, filter/fraction, lag/iterations, ...), as `jaxvaco.analysis.tables` reads it.
+tv/forward, tv/total, filter/fraction, lag/iterations, ...), as `jaxvaco.analysis.tables`
+reads it.
 
 Two tables are built from such rows:
 
