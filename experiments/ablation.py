@@ -25,15 +25,14 @@ every run: greedy and training return), summary.md and ablation.{png,pdf}.
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 import numpy as np
 
-from experiments.common import last_evaluated, parse_with_retries, run_variant
-from experiments.lag_sweep import read_rows
-from jaxvaco import analysis
+from experiments.common import parse_with_retries, run_variant
+from jaxvaco.analysis import stats
 from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
+from jaxvaco.results import last_evaluated, read_rows, write_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "ablation"
 LAGS = (0, 4, 16)
@@ -86,8 +85,7 @@ def final_table(rows: list[dict]) -> list[dict]:
 
 def mean_ci(values: np.ndarray) -> tuple[float, float, float]:
     """Mean and 95% bootstrap CI over seeds."""
-    point, ci = analysis.stratified_bootstrap_ci({"x": values[:, None]},
-                                                 {"Mean": analysis.mean})
+    point, ci = stats.stratified_bootstrap_ci({"x": values[:, None]}, {"Mean": stats.mean})
     return float(point["x"][0]), float(ci["x"][0, 0]), float(ci["x"][1, 0])
 
 
@@ -177,10 +175,7 @@ def main() -> None:
                                               "total_timesteps": args.steps or BUDGETS[env],
                                               **overrides}, LAGS, csv_path, args.out / "runs")
     final = final_table(read_rows(csv_path))
-    with open(args.out / "final.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(final[0]))
-        writer.writeheader()
-        writer.writerows(final)
+    write_rows(args.out / "final.csv", final)
     table = summary_markdown(final)
     (args.out / "summary.md").write_text(table + "\n")
     print(table)

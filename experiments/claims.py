@@ -24,7 +24,6 @@ skips the claims above it and says so in its output.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import subprocess
@@ -34,6 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+from jaxvaco.results import read_rows
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "experiments" / "results"
@@ -91,11 +92,11 @@ def final_greedy(run_dir: Path) -> list[float]:
 
 
 def mean_ci(values: list[float]) -> dict:
-    """Mean and 95% stratified-bootstrap CI (analysis.stratified_bootstrap_ci, seed 0)."""
-    from jaxvaco import analysis
+    """Mean and 95% stratified-bootstrap CI (stats.stratified_bootstrap_ci, seed 0)."""
+    from jaxvaco.analysis import stats
 
     x = np.asarray(values, np.float64)
-    points, cis = analysis.stratified_bootstrap_ci({"x": x[:, None]}, {"Mean": analysis.mean})
+    points, cis = stats.stratified_bootstrap_ci({"x": x[:, None]}, {"Mean": stats.mean})
     return {"mean": round(float(points["x"][0]), 2), "lo": round(float(cis["x"][0, 0]), 2),
             "hi": round(float(cis["x"][1, 0]), 2)}
 
@@ -208,7 +209,8 @@ FAST_LEARNING_FLAGS = ["--num-seeds", "8", "--total-timesteps", "100000"]
 def measure_fast_learning(ctx: Context) -> dict:
     """Small enough for CI: in-process, no subprocess start-up."""
     from jaxvaco.config import TrainConfig
-    from jaxvaco.runner import RunControl, run
+    from jaxvaco.run_dir import RunControl
+    from jaxvaco.runner import run
 
     config = TrainConfig(num_seeds=8, total_timesteps=100_000, progress=False,
                          results_dir=str(ctx.tmp / "runs"), run_name="fast_learning")
@@ -271,7 +273,7 @@ def table_rows(markdown: str) -> list[list[str]]:
 
 
 def lag_sweep_final(path: Path) -> list[dict]:
-    from experiments.lag_sweep import final_table, read_rows
+    from experiments.lag_sweep import final_table
 
     return final_table(read_rows(path))
 
@@ -295,10 +297,8 @@ def measure_lag_sweep_tables(ctx: Context, folder: Path | None = None) -> dict:
 
 
 def read_final_csv(path: Path) -> list[dict]:
-    with open(path) as f:
-        return [{"env": r["env"], "algo": r["algo"], "K": int(r["K"]), "seed": int(r["seed"]),
-                 "step": int(r["step"]), "return": float(r["return"])}
-                for r in csv.DictReader(f)]
+    return [{"env": r["env"], "algo": r["algo"], "K": int(r["K"]), "seed": int(r["seed"]),
+             "step": int(r["step"]), "return": float(r["return"])} for r in read_rows(path)]
 
 
 AGGREGATE_ALGOS = ("ppo", "ppo_kl", "spo", "impala", "vaco")
@@ -307,12 +307,12 @@ AGGREGATE_LAGS = (0, 4, 8, 16)
 
 def measure_lag_sweep_aggregate(ctx: Context, folder: Path | None = None) -> dict:
     """IQM of the normalised final greedy return over the three envs, per algo and K, with
-    95% stratified-bootstrap CIs (analysis defaults: 2000 reps, seed 0)."""
-    from jaxvaco import analysis
+    95% stratified-bootstrap CIs (stats defaults: 2000 reps, seed 0)."""
+    from jaxvaco.analysis import stats, tables
 
     final = read_final_csv((folder or RESULTS / "lag_sweep") / "final.csv")
-    scores, _ = analysis.score_dict_from_table(final, normalize=True, by_k=True)
-    points, cis = analysis.stratified_bootstrap_ci(scores, {"IQM": analysis.iqm})
+    scores, _ = tables.score_dict_from_table(final, normalize=True, by_k=True)
+    points, cis = stats.stratified_bootstrap_ci(scores, {"IQM": stats.iqm})
     rows = [["algo"] + [f"K = {k}" for k in AGGREGATE_LAGS]]
     for algo in AGGREGATE_ALGOS:
         rows.append([algo] + [f"{points[f'{algo} (K={k})'][0]:.3f} "
@@ -383,9 +383,8 @@ def measure_vaco_design(stage: str) -> Callable[[Context], dict]:
 def measure_sync_sweep(ctx: Context, folder: Path | None = None) -> dict:
     from experiments.sync_sweep import markdown
 
-    with open((folder or RESULTS / "sync_sweep") / "sync_sweep.csv") as f:
-        rows = [{k: float(v) if k != "sync_interval" else int(v) for k, v in r.items()}
-                for r in csv.DictReader(f)]
+    rows = [{k: float(v) if k != "sync_interval" else int(v) for k, v in r.items()}
+            for r in read_rows((folder or RESULTS / "sync_sweep") / "sync_sweep.csv")]
     intervals = list(dict.fromkeys(r["sync_interval"] for r in rows))
     return {"sync": table_rows(markdown(rows, intervals))}
 
@@ -411,8 +410,7 @@ def sync_means_close(recorded: dict, now: dict) -> tuple[bool, str]:
 
 def measure_llm(folder: str) -> Callable[[Context], dict]:
     def measure(ctx: Context) -> dict:
-        with open(RESULTS / folder / "summary.csv") as f:
-            rows = list(csv.DictReader(f))
+        rows = read_rows(RESULTS / folder / "summary.csv")
         ks = list(dict.fromkeys(int(r["K"]) for r in rows))
         table = [["method"] + [f"K = {k}" for k in ks] + [f"tv/backward at K = {max(ks)}"]]
         for method, label in (("grpo", "GRPO"), ("vaco", "GRPO + VACO")):
@@ -425,9 +423,9 @@ def measure_llm(folder: str) -> Callable[[Context], dict]:
 
 
 def measure_default_sweep(ctx: Context) -> dict:
-    from experiments.default_sweep import OUT, read, summarize, summary_markdown
+    from experiments.default_sweep import OUT, summarize, summary_markdown
 
-    return {"default_sweep": table_rows(summary_markdown(summarize(read(OUT / "runs.csv"))))}
+    return {"default_sweep": table_rows(summary_markdown(summarize(read_rows(OUT / "runs.csv"))))}
 
 
 def not_rerun_here(what: str) -> Callable[[Context], dict]:

@@ -1,6 +1,7 @@
 """Shared plumbing of the experiment scripts: run a named variant as one program, with the
-lag K (and any other hyperparameter) vmapped beside the seeds, append tidy rows to a CSV,
-and skip variants the CSV already holds (so a killed script resumes where it stopped).
+lag K (and any other hyperparameter) vmapped beside the seeds, append its tidy rows
+(`jaxvaco.results.FIELDS`) to a CSV, and skip variants the CSV already holds (so a killed
+script resumes where it stopped).
 
 A variant interrupted midway resumes from its newest checkpoint. As a safety net for
 long runs (we met an XLA CPU runtime hang, now avoided in `runner.Compiled`),
@@ -11,7 +12,6 @@ and the script's `--retry-hangs` loop (`parse_with_retries`) starts it again, wh
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import os
 import subprocess
@@ -22,13 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from jaxvaco.config import TrainConfig
+from jaxvaco.results import append_rows, done_keys, variant_rows
 from jaxvaco.runner import run
 
 HANG_EXIT_CODE = 75
-
-FIELDS = ["env", "algo", "variant", "K", "seed", "step", "return", "eval_greedy",
-          "eval_stochastic", "lag/iterations", "lag/sgd_steps", "tv/backward", "tv/forward",
-          "tv/total", "filter/fraction"]
 
 
 def replace_nested(config: TrainConfig, **overrides) -> TrainConfig:
@@ -42,43 +39,10 @@ def replace_nested(config: TrainConfig, **overrides) -> TrainConfig:
     return dataclasses.replace(config, **flat)
 
 
-def done_variants(path: Path) -> set[tuple[str, str]]:
-    if not path.exists():
-        return set()
-    with open(path) as f:
-        return {(row["env"], row["variant"]) for row in csv.DictReader(f)}
-
-
-def last_evaluated(rows: list[dict], label: str) -> dict[tuple, dict]:
-    """(env, row[label], K, seed) -> the run's last row with an evaluation, sorted by key."""
-    last: dict[tuple, dict] = {}
-    for row in rows:
-        if row["eval_greedy"] == "":
-            continue
-        key = (row["env"], row[label], int(row["K"]), int(row["seed"]))
-        if key not in last or int(row["step"]) > int(last[key]["step"]):
-            last[key] = row
-    return dict(sorted(last.items()))
-
-
-def tidy_rows(result, env: str, algo: str, variant: str) -> list[dict]:
-    """One row per chunk per run, in the columns of FIELDS."""
-    rows = []
-    for row in result.rows:
-        rows.append({
-            "env": env, "algo": algo, "variant": variant, "K": row.get("lag_delay", 0),
-            "seed": row["seed"], "step": row["env_steps"], "return": row["episode/return"],
-            "eval_greedy": row.get("eval/greedy_return"),
-            "eval_stochastic": row.get("eval/stochastic_return"),
-            **{name: row[name] for name in FIELDS[9:]},
-        })
-    return rows
-
-
 def run_variant(base: TrainConfig, env: str, variant: str, overrides: dict,
                 lags: Sequence[int], csv_path: Path, results_dir: Path) -> None:
     """Train one variant on one env for every K in `lags` × seeds, in one program."""
-    if (env, variant) in done_variants(csv_path):
+    if (env, variant) in done_keys(csv_path, ("env", "variant")):
         print(f"skip {env} {variant}: already in {csv_path}")
         return
     config = replace_nested(base, env=env, run_name=f"{env}__{variant}",
@@ -89,12 +53,7 @@ def run_variant(base: TrainConfig, env: str, variant: str, overrides: dict,
     result = run(config, grid={"lag_delay": list(lags)}, resume=resume)
     if result.stop_signal:  # interrupted: the checkpoint is saved, the rows are incomplete
         sys.exit(128 + result.stop_signal)
-    new = not csv_path.exists()
-    with open(csv_path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        if new:
-            writer.writeheader()
-        writer.writerows(tidy_rows(result, env, config.algo, variant))
+    append_rows(csv_path, variant_rows(result.rows, env, config.algo, variant))
 
 
 def hang_watchdog(idle_seconds: float = 180.0, period: float = 30.0) -> None:

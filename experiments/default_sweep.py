@@ -27,7 +27,6 @@ seed, final greedy and training return, program wall time) and summary.md.
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 import time
 from collections import defaultdict
@@ -36,7 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from jaxvaco.config import TrainConfig
-from jaxvaco.runner import RunControl, run
+from jaxvaco.results import append_rows, read_rows
+from jaxvaco.run_dir import RunControl
+from jaxvaco.runner import run
 
 OUT = Path(__file__).resolve().parent / "results" / "default_sweep"
 SOLVED = 475.0
@@ -60,13 +61,6 @@ FIELDS = ["stage", "shape", "update_epochs", "num_minibatches", "num_envs", "num
           "learning_rate", "seed", "greedy", "train_return", "program_wall_s", "runs_in_program"]
 
 
-def read(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with open(path) as f:
-        return list(csv.DictReader(f))
-
-
 def run_shape(stage: str, shape: str, lrs: tuple[float, ...], seed: int, seeds: int,
               out: Path) -> None:
     epochs, minibatches, envs, steps = SHAPES[shape]
@@ -83,19 +77,13 @@ def run_shape(stage: str, shape: str, lrs: tuple[float, ...], seed: int, seeds: 
     wall = time.perf_counter() - start
     greedy = result.summary["eval/greedy_return"]
     train = result.summary["train_return"]
-    path = out / "runs.csv"
-    new = not path.exists()
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        if new:
-            writer.writeheader()
-        for r, info in enumerate(result.runs):
-            writer.writerow({"stage": stage, "shape": shape, "update_epochs": epochs,
-                             "num_minibatches": minibatches, "num_envs": envs,
-                             "num_steps": steps, "learning_rate": info["learning_rate"],
-                             "seed": info["seed"], "greedy": float(greedy[r]),
-                             "train_return": float(train[r]), "program_wall_s": round(wall, 1),
-                             "runs_in_program": len(result.runs)})
+    append_rows(out / "runs.csv", [
+        {"stage": stage, "shape": shape, "update_epochs": epochs,
+         "num_minibatches": minibatches, "num_envs": envs, "num_steps": steps,
+         "learning_rate": info["learning_rate"], "seed": info["seed"],
+         "greedy": float(greedy[r]), "train_return": float(train[r]),
+         "program_wall_s": round(wall, 1), "runs_in_program": len(result.runs)}
+        for r, info in enumerate(result.runs)], FIELDS)
     print(f"{stage} {shape}: {len(result.runs)} runs in {wall:.0f} s", flush=True)
 
 
@@ -143,7 +131,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.summary_only:
         done = {(r["stage"], r["shape"], float(r["learning_rate"]))
-                for r in read(args.out / "runs.csv")}
+                for r in read_rows(args.out / "runs.csv")}
         if args.stage == "sweep":
             todo = [(shape, lrs, 0, SEEDS) for shape, lrs in SWEEP]
         else:
@@ -152,7 +140,7 @@ def main() -> None:
             lrs = tuple(lr for lr in lrs if (args.stage, shape, lr) not in done)
             if lrs:
                 run_shape(args.stage, shape, lrs, seed, seeds, args.out)
-    table = summarize(read(args.out / "runs.csv"))
+    table = summarize(read_rows(args.out / "runs.csv"))
     text = summary_markdown(table)
     (args.out / "summary.md").write_text(text + "\n")
     print(text)

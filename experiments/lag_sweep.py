@@ -18,14 +18,14 @@ return_vs_lag.{png,pdf}, tv_vs_lag.{png,pdf}, aggregate.{png,pdf}.
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 import numpy as np
 
-from experiments.common import last_evaluated, parse_with_retries, run_variant
-from jaxvaco import analysis
+from experiments.common import parse_with_retries, run_variant
+from jaxvaco.analysis import lag_plots, plots, stats, tables
 from jaxvaco.config import ALGOS, EvalConfig, LagConfig, TrainConfig
+from jaxvaco.results import last_evaluated, read_rows, write_rows
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "lag_sweep"
 LAGS = (0, 2, 4, 8, 16)
@@ -35,11 +35,6 @@ BUDGETS = {"CartPole-v1": 300_000, "Acrobot-v1": 300_000, "Breakout-MinAtar": 50
 BASE = TrainConfig(num_envs=16, num_steps=128, update_epochs=4, num_minibatches=4,
                    learning_rate=1e-3, lag=LagConfig(mode="uniform", num_groups=4),
                    eval=EvalConfig(every_chunks=0, num_episodes=16), progress=False)
-
-
-def read_rows(path: Path) -> list[dict]:
-    with open(path) as f:
-        return list(csv.DictReader(f))
 
 
 def final_table(rows: list[dict]) -> list[dict]:
@@ -67,8 +62,8 @@ def summary_markdown(final: list[dict]) -> str:
                 if len(values) == 0:
                     cells.append("—")
                     continue
-                points, cis = analysis.stratified_bootstrap_ci({"x": values[:, None]},
-                                                               {"Mean": analysis.mean})
+                points, cis = stats.stratified_bootstrap_ci({"x": values[:, None]},
+                                                            {"Mean": stats.mean})
                 d = decimals[env]
                 cells.append(f"{points['x'][0]:.{d}f} [{cis['x'][0, 0]:.{d}f}, "
                              f"{cis['x'][1, 0]:.{d}f}]")
@@ -77,10 +72,10 @@ def summary_markdown(final: list[dict]) -> str:
 
 
 def make_plots(final: list[dict], out: Path) -> None:
-    analysis.plot_return_vs_lag(final, out)
-    analysis.plot_tv_vs_lag(final, out)
-    scores, _ = analysis.score_dict_from_table(final, normalize=True)
-    analysis.plot_aggregate_intervals(scores, out)
+    lag_plots.plot_return_vs_lag(final, out)
+    lag_plots.plot_tv_vs_lag(final, out)
+    scores, _ = tables.score_dict_from_table(final, normalize=True)
+    plots.plot_aggregate_intervals(scores, out)
 
 
 def main() -> None:
@@ -104,10 +99,7 @@ def main() -> None:
                                               "total_timesteps": steps},
                             LAGS, csv_path, out / "runs")
     final = final_table(read_rows(csv_path))
-    with open(out / "final.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(final[0]))
-        writer.writeheader()
-        writer.writerows(final)
+    write_rows(out / "final.csv", final)
     table = summary_markdown(final)
     (out / "summary.md").write_text(table + "\n")
     print(table)

@@ -19,7 +19,6 @@ over seeds; TV metrics averaged over training), llm_lag.png.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from scipy import stats
 from jaxvaco.llm import task
 from jaxvaco.llm.model import ModelConfig, Transformer
 from jaxvaco.llm.train import RLConfig, accuracy, make_rl, sampled_accuracy, warm_start
+from jaxvaco.results import write_rows
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -164,13 +164,6 @@ def plot(rows: list[dict], summary: list[dict], warm_acc: float, path: Path) -> 
     fig.savefig(path, dpi=120)
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def main() -> None:
     args = parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -193,8 +186,8 @@ def main() -> None:
         rows += run_method(model, config, params, args.ks, args.seeds, pool, test, args.steps,
                            args.eval_every, args.samples)
     summary = summarize(rows, float(warm.mean()))
-    write_csv(args.out / "curves.csv", rows)
-    write_csv(args.out / "summary.csv", summary)
+    write_rows(args.out / "curves.csv", rows)
+    write_rows(args.out / "summary.csv", summary)
     table = markdown(summary, warm, args.steps)
     (args.out / "summary.md").write_text(table)
     plot(rows, summary, float(warm.mean()), args.out / "llm_lag.png")

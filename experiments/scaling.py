@@ -23,13 +23,14 @@ scaling.png to --out.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from jaxvaco.results import append_rows, read_rows
 
 ENVS = {"CartPole-v1": {}, "Breakout-MinAtar": {},
         "inverted_pendulum": {"normalize_obs": True, "brax_backend": "spring"}}
@@ -86,13 +87,6 @@ def points(args) -> list[tuple[str, str, int, int]]:
     return out
 
 
-def read_rows(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with open(path) as f:
-        return list(csv.DictReader(f))
-
-
 def run_points(args, path: Path) -> None:
     done = {(r["env"], r["sweep"], int(r["num_envs"]), int(r["num_seeds"]))
             for r in read_rows(path)}
@@ -108,12 +102,7 @@ def run_points(args, path: Path) -> None:
                   f"{proc.stderr[-2000:]}", flush=True)
             continue
         row = dict(json.loads(proc.stdout.strip().splitlines()[-1]), sweep=sweep)
-        new = not path.exists()
-        with open(path, "a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=FIELDS)
-            if new:
-                writer.writeheader()
-            writer.writerow({k: row[k] for k in FIELDS})
+        append_rows(path, [{k: row[k] for k in FIELDS}], FIELDS)
         print(f"  {env:<18} {num_envs:>6} envs × {num_seeds:>3} seeds: "
               f"{row['env_steps_per_sec']:>11,.0f} env-steps/s, peak {row['peak_memory_mb']:,.0f}"
               f" MB, compile {row['compile_sec']:.1f} s ({time.perf_counter() - t0:.0f} s)",

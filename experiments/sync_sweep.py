@@ -14,9 +14,10 @@ The device count must be fixed before JAX starts, so this script sets XLA_FLAGS 
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 from pathlib import Path
+
+from jaxvaco.results import write_rows
 
 FIELDS = ["sync_interval", "seed", "final_return", "lag/iterations", "tv/backward"]
 
@@ -88,10 +89,7 @@ def main() -> None:
     os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={args.devices}"
     rows = [row for interval in args.intervals for row in run_interval(interval, args)]
     args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "sync_sweep.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(args.out / "sync_sweep.csv", rows, FIELDS)
     table = markdown(rows, args.intervals)
     (args.out / "sync_sweep.md").write_text(table)
     print(table)

@@ -20,22 +20,16 @@ ranking.md and chosen.json (the frozen configuration of every algorithm).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-from experiments.common import (
-    FIELDS,
-    last_evaluated,
-    parse_with_retries,
-    replace_nested,
-    tidy_rows,
-)
-from jaxvaco.analysis import iqm, normalize_score
+from experiments.common import parse_with_retries, replace_nested
+from jaxvaco.analysis.stats import iqm, normalize_score
 from jaxvaco.config import ALGOS, EvalConfig, LagConfig, TrainConfig
+from jaxvaco.results import append_rows, last_evaluated, read_rows, variant_rows
 from jaxvaco.runner import run
 
 OUT = Path(__file__).resolve().parent / "results" / "tuning"
@@ -94,25 +88,18 @@ def run_group(algo: str, env: str, shape: tuple[int, int], configs: list[dict],
     run_dir = args.out / "runs" / config.run_name
     result = run(config, grid=grid, resume=run_dir if (run_dir / "config.json").exists()
                  else None)
-    rows = tidy_rows(result, env, algo, label)
+    rows = variant_rows(result.rows, env, algo, label)
     for row, source in zip(rows, result.rows, strict=True):  # run = (config, K) × seeds
         row["variant"] = f"{algo} #{configs[source['run'] // args.seeds // len(LAGS)]['config']}"
-    new = not csv_path.exists()
-    with open(csv_path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
+    append_rows(csv_path, rows)
     with open(done_path, "a") as f:
         f.write(f"{env},{label}\n")
 
 
 def ranking(csv_path: Path) -> dict[str, list[tuple[float, int]]]:
     """algo -> [(IQM of normalised final greedy return, config index)], best first."""
-    with open(csv_path) as f:
-        last = last_evaluated(list(csv.DictReader(f)), "variant")
     pooled = defaultdict(list)
-    for (env, variant, _, _), row in last.items():
+    for (env, variant, _, _), row in last_evaluated(read_rows(csv_path), "variant").items():
         pooled[variant].append(float(normalize_score(env, float(row["eval_greedy"]))))
     out = defaultdict(list)
     for variant, scores in pooled.items():

@@ -26,15 +26,15 @@ the corrected forms under the same names.
 from __future__ import annotations
 
 import argparse
-import csv
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
 from experiments.common import parse_with_retries, run_variant
-from jaxvaco.analysis import iqm, normalize_score
+from jaxvaco.analysis.stats import iqm, normalize_score
 from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
+from jaxvaco.results import last_evaluated, read_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "vaco_design"
 LAGS = (0, 4, 16)
@@ -89,18 +89,9 @@ def design_variants() -> dict[str, dict]:
 
 def final_greedy(csv_path: Path) -> dict[tuple[str, str, int], list[float]]:
     """(env, variant, K) -> final greedy evaluation return of every seed."""
-    last: dict[tuple, tuple[int, float]] = {}
-    with open(csv_path) as f:
-        for row in csv.DictReader(f):
-            if row["eval_greedy"] == "":
-                continue
-            key = (row["env"], row["variant"], int(row["K"]), int(row["seed"]))
-            step = int(row["step"])
-            if key not in last or step > last[key][0]:
-                last[key] = (step, float(row["eval_greedy"]))
     out = defaultdict(list)
-    for (env, variant, k, _), (_, value) in sorted(last.items()):
-        out[(env, variant, k)].append(value)
+    for (env, variant, k, _), row in last_evaluated(read_rows(csv_path), "variant").items():
+        out[(env, variant, k)].append(float(row["eval_greedy"]))
     return out
 
 

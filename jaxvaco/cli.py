@@ -14,7 +14,8 @@ from jaxvaco import distributed
 from jaxvaco.checkpoint import RunWriteError
 from jaxvaco.compilation import describe_default
 from jaxvaco.config import ConfigError, RunFileError, TrainConfig
-from jaxvaco.runner import NonFiniteError, RunControl
+from jaxvaco.run_dir import RunControl
+from jaxvaco.runner import NonFiniteError
 from jaxvaco.sweep import SweepConfig
 
 USAGE = """usage: jaxvaco COMMAND [options]
@@ -89,7 +90,7 @@ def stopped_message(signum: int, run_dir: Path, resume_hint: str) -> str:
 
 def resume_defaults(run_dir: Path) -> TrainArgs:
     """The options a run was started with: the defaults of `jaxvaco train --resume`."""
-    from jaxvaco.runner import load_run_control, load_run_dir
+    from jaxvaco.run_dir import load_run_control, load_run_dir
 
     return TrainArgs(config=load_run_dir(run_dir)[0], control=load_run_control(run_dir))
 
@@ -97,7 +98,8 @@ def resume_defaults(run_dir: Path) -> TrainArgs:
 def train_command(argv: list[str]) -> int:
     from jaxvaco.config import ineffective_options, validate
     from jaxvaco.progress import print_summary
-    from jaxvaco.runner import RunAlreadyComplete, complete_message, run
+    from jaxvaco.run_dir import RunAlreadyComplete, complete_message
+    from jaxvaco.runner import run
 
     resume = option_value(argv, "--resume")
     try:
@@ -173,7 +175,7 @@ class PlotArgs:
 
 
 def plot_command(argv: list[str]) -> int:
-    from jaxvaco.sweep import plot_results
+    from jaxvaco.results import plot_results
 
     args = tyro.cli(PlotArgs, args=argv, prog="jaxvaco plot",
                     description="Plot a sweep or a run as PNG and PDF.")

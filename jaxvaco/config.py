@@ -498,7 +498,7 @@ def to_dict(config: TrainConfig) -> dict:
 
 RUN_RECORD_KEYS = ("control", "resume_changes")
 """Keys of a run's config.json besides the TrainConfig: the host-loop options
-(`jaxvaco.runner.RunControl`) and the changes accepted by --resume-with-changes."""
+(`jaxvaco.run_dir.RunControl`) and the changes accepted by --resume-with-changes."""
 
 
 def from_dict(data: dict, source: str = "config") -> TrainConfig:

@@ -16,7 +16,7 @@ gives them now, else the sweep is refused.
 After each cell, ``results.csv`` is rewritten from all complete cells: one row per run and
 chunk with columns env, algo, K, seed, step, return (training episode return), then every
 other metric (eval/greedy_return, tv/backward, tv/forward, tv/total, filter/fraction,
-lag/iterations, ...), as `jaxvaco.analysis` reads it. ``jaxvaco plot`` draws it.
+lag/iterations, ...): see `jaxvaco.results`. ``jaxvaco plot`` draws it.
 
 Example ``sweep.toml``::
 
@@ -33,12 +33,9 @@ Example ``sweep.toml``::
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import tomllib
-import warnings
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -52,12 +49,9 @@ from jaxvaco.config import (
     plain_folder_name,
     validate,
 )
-from jaxvaco.runner import RunControl, expand_runs, load_run_dir, run, write_json
-from jaxvaco.sinks import read_rows
-
-KEY_COLUMNS = ("env", "algo", "K", "seed", "step", "return")
-DROPPED = {"run", "env_steps", "lag_delay", "episode/return"}
-"""Row fields that the key columns replace."""
+from jaxvaco.results import tidy_rows, write_table
+from jaxvaco.run_dir import RunControl, load_run_dir, write_json
+from jaxvaco.runner import expand_runs, run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,116 +200,14 @@ def run_sweep(spec: SweepConfig, control: RunControl | None = None) -> SweepResu
             break
         write_json(cell_dir / "DONE", {k: np.asarray(v).tolist()
                                        for k, v in outcome.summary.items()})
-        write_table(directory, [c.name for c, _, _ in plan])
-    write_table(directory, [c.name for c, _, _ in plan])
+        write_sweep_table(directory, [c.name for c, _, _ in plan])
+    write_sweep_table(directory, [c.name for c, _, _ in plan])
     return result
 
 
-def tidy_rows(run_dir: Path) -> list[dict]:
-    """metrics.jsonl of one run directory as rows with the table's key columns first.
-
-    K is the run's lag_delay when swept, else lag.max_delay. Swept values other than the
-    lag are appended to the algo label (e.g. "ppo learning_rate=0.001"), so that
-    (env, algo, K, seed) names one run, as `jaxvaco.analysis` expects.
-    """
-    config, grid = load_run_dir(run_dir)
-    path = run_dir / "metrics.jsonl"
-    complete_lines = path.read_bytes().rfind(b"\n") + 1  # a running run may be mid-line
-    out = []
-    for row in read_rows(path, complete_lines):
-        swept = [f"{k}={row[k]}" for k in grid if k != "lag_delay"]
-        label = " ".join([config.algo, *swept])
-        keys = {"env": config.env, "algo": label, "K": row.get("lag_delay", config.lag.max_delay),
-                "seed": row["seed"], "step": row["env_steps"], "return": row["episode/return"]}
-        out.append({**keys, **{k: v for k, v in row.items() if k not in DROPPED}})
-    return out
-
-
-def write_table(directory: Path, cell_names: list[str]) -> Path:
+def write_sweep_table(directory: Path, cell_names: list[str]) -> Path:
     """results.csv from every complete cell (atomically replaced)."""
     rows = [row for name in cell_names
             if cell_state(directory / "runs" / name) == "done"
             for row in tidy_rows(directory / "runs" / name)]
-    columns = list(KEY_COLUMNS) + sorted({k for row in rows for k in row} - set(KEY_COLUMNS))
-    path = directory / "results.csv"
-    tmp = path.with_name("results.csv.tmp")
-    with open(tmp, "w", newline="") as file:
-        writer = csv.DictWriter(file, columns, restval="")
-        writer.writeheader()
-        writer.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in rows)
-    tmp.replace(path)
-    return path
-
-
-def _number(text: str) -> Any:
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def columns_from_rows(rows: list[dict]) -> dict[str, np.ndarray]:
-    """Columns of a table; numeric ones as arrays with NaN for missing values."""
-    names = list(dict.fromkeys(k for row in rows for k in row))
-    cols = {}
-    for name in names:
-        values = [row.get(name) for row in rows]
-        present = [v for v in values if v is not None and v != ""]
-        if present and all(isinstance(v, int | float) for v in present):
-            missing = len(present) < len(values)
-            kind = float if missing or any(isinstance(v, float) for v in present) else int
-            cols[name] = np.asarray([np.nan if v in (None, "") else v for v in values], kind)
-        else:
-            cols[name] = np.asarray(values, dtype=object)
-    return cols
-
-
-def read_table(path: Path) -> dict[str, np.ndarray]:
-    """results.csv as columns (numbers parsed, missing values NaN)."""
-    with open(path, newline="") as file:
-        rows = [{k: _number(v) if v != "" else None for k, v in row.items()}
-                for row in csv.DictReader(file)]
-    return columns_from_rows(rows)
-
-
-def load_results(directory: Path) -> dict[str, np.ndarray]:
-    """The table of a sweep (results.csv) or of a single run (its metrics.jsonl)."""
-    if (directory / "results.csv").exists():
-        path, table = directory / "results.csv", read_table(directory / "results.csv")
-    elif (directory / "metrics.jsonl").exists():
-        path, table = directory / "metrics.jsonl", columns_from_rows(tidy_rows(directory))
-    else:
-        raise ConfigError(f"{directory} holds neither results.csv (a sweep) nor "
-                          "metrics.jsonl (a run).")
-    if not table or not len(table[next(iter(table))]):
-        raise ConfigError(f"{path} has no rows yet: a run writes its first row after its "
-                          "first chunk, a sweep after its first complete cell.")
-    return table
-
-
-def plot_results(directory: Path, out: Path | None = None, metric: str = "return"
-                 ) -> list[Path]:
-    """Learning curves, final return and TV against lag, aggregate intervals: PNG + PDF.
-
-    Scores in the aggregate chart are normalised (`analysis.normalize_score`) when every
-    environment has reference scores, else raw (with a warning).
-    """
-    from jaxvaco import analysis
-
-    table = load_results(Path(directory))
-    out = Path(out) if out else Path(directory) / "plots"
-    envs = set(table["env"].tolist())
-    normalize = envs <= set(analysis.REFERENCE_SCORES)
-    if not normalize:
-        warnings.warn(f"No reference scores for {sorted(envs - set(analysis.REFERENCE_SCORES))}"
-                      ": the aggregate chart shows raw returns.", stacklevel=2)
-    finals = analysis.final_scores(table)
-    score_dict, _ = analysis.score_dict_from_table(finals, normalize=normalize, metric=metric)
-    paths = analysis.plot_learning_curves(table, out, metric=metric)
-    paths += analysis.plot_return_vs_lag(table, out, metric=metric)
-    paths += analysis.plot_aggregate_intervals(score_dict, out, normalize=normalize)
-    paths += analysis.plot_tv_vs_lag(table, out)
-    return paths
-
+    return write_table(directory / "results.csv", rows)

@@ -1,6 +1,20 @@
-"""Plain NumPy references shared by the estimator and loss tests."""
+"""Plain NumPy references shared by the estimator, stage and loss tests, and the helpers
+that compare the trainer's float32 results with them."""
 
+import jax.numpy as jnp
 import numpy as np
+
+
+def f32(x):
+    """`x` as a float32 JAX array, the dtype the trainer computes in."""
+    return jnp.asarray(x, jnp.float32)
+
+
+def close(actual, expected, tol=1e-5):
+    """assert_allclose with relative tolerance `tol` and absolute `tol` × max(1, max |expected|)."""
+    actual = np.asarray(actual, np.float64)
+    scale = max(1.0, float(np.abs(expected).max()))
+    np.testing.assert_allclose(actual, expected, rtol=tol, atol=tol * scale)
 
 
 def gae_reference(rewards, values, next_values, terminated, truncated, gamma, lam):

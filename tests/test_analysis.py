@@ -1,11 +1,12 @@
-"""Tests for jaxvaco.analysis: aggregates vs hand computations, SciPy and rliable; plots."""
+"""Tests for jaxvaco.analysis (stats, tables, plots, lag_plots): aggregates vs hand
+computations, SciPy and rliable; plots."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from jaxvaco import analysis as A
+from jaxvaco.analysis import lag_plots, plots, stats, tables
 
 # --------------------------------------------------------------------------------------------
 # Hand-computed aggregates on tiny matrices
@@ -25,31 +26,31 @@ TINY = np.array(
 
 
 def test_iqm_by_hand():
-    assert A.iqm(TINY) == pytest.approx(4.5)
+    assert stats.iqm(TINY) == pytest.approx(4.5)
     # odd count, 1-D input (one task): 10 values, g = 2 -> mean of sorted[2:8]
     v = np.array([10.0, -3.0, 7.0, 1.0, 2.0, 1000.0, 5.0, 4.0, 3.0, 6.0])
-    assert A.iqm(v) == pytest.approx(np.mean([2.0, 3.0, 4.0, 5.0, 6.0, 7.0]))
+    assert stats.iqm(v) == pytest.approx(np.mean([2.0, 3.0, 4.0, 5.0, 6.0, 7.0]))
     # fewer than 4 values: nothing is trimmed
-    assert A.iqm([1.0, 2.0, 6.0]) == pytest.approx(3.0)
+    assert stats.iqm([1.0, 2.0, 6.0]) == pytest.approx(3.0)
 
 
 def test_median_mean_optimality_gap_by_hand():
     # per-task means: (106/4, -26/4, 15/4) = (26.5, -6.5, 3.75)
-    assert A.mean(TINY) == pytest.approx((26.5 - 6.5 + 3.75) / 3)
-    assert A.median(TINY) == pytest.approx(3.75)
+    assert stats.mean(TINY) == pytest.approx((26.5 - 6.5 + 3.75) / 3)
+    assert stats.median(TINY) == pytest.approx(3.75)
     s = np.array([[0.5, 1.5], [1.0, 0.0]])
     # min(s, 1) = [[0.5, 1], [1, 0]] -> mean 0.625 -> gap 0.375
-    assert A.optimality_gap(s) == pytest.approx(0.375)
+    assert stats.optimality_gap(s) == pytest.approx(0.375)
     # gamma = 0.5: min(s, .5) = [[.5,.5],[.5,0]] -> mean .375 -> gap .125
-    assert A.optimality_gap(s, gamma=0.5) == pytest.approx(0.125)
+    assert stats.optimality_gap(s, gamma=0.5) == pytest.approx(0.125)
 
 
 def test_iqm_equals_scipy_trim_mean_exactly():
-    stats = pytest.importorskip("scipy.stats")
+    scipy_stats = pytest.importorskip("scipy.stats")
     rng = np.random.default_rng(0)
     for shape in [(1, 1), (3, 1), (5, 2), (10, 7), (13, 5), (100, 3)]:
         x = rng.normal(size=shape)
-        assert A.iqm(x) == stats.trim_mean(x, 0.25, axis=None)
+        assert stats.iqm(x) == scipy_stats.trim_mean(x, 0.25, axis=None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -60,9 +61,9 @@ def test_iqm_equals_scipy_trim_mean_exactly():
 def test_bootstrap_shapes_reproducibility_and_coverage():
     rng = np.random.default_rng(1)
     scores = {"a": rng.uniform(size=(10, 4)), "b": rng.uniform(size=(6, 4)) + 0.5}
-    pts, cis = A.stratified_bootstrap_ci(scores, reps=300, seed=7)
-    pts2, cis2 = A.stratified_bootstrap_ci(scores, reps=300, seed=7)
-    _, cis3 = A.stratified_bootstrap_ci(scores, reps=300, seed=8)
+    pts, cis = stats.stratified_bootstrap_ci(scores, reps=300, seed=7)
+    pts2, cis2 = stats.stratified_bootstrap_ci(scores, reps=300, seed=7)
+    _, cis3 = stats.stratified_bootstrap_ci(scores, reps=300, seed=8)
     for k in scores:
         assert pts[k].shape == (4,) and cis[k].shape == (2, 4)
         np.testing.assert_array_equal(cis[k], cis2[k])
@@ -72,10 +73,11 @@ def test_bootstrap_shapes_reproducibility_and_coverage():
         assert np.all((cis[k][0] <= pts[k]) & (pts[k] <= cis[k][1]))
         np.testing.assert_allclose(
             pts[k],
-            [A.iqm(scores[k]), A.median(scores[k]), A.mean(scores[k]), A.optimality_gap(scores[k])],
+            [stats.iqm(scores[k]), stats.median(scores[k]), stats.mean(scores[k]),
+             stats.optimality_gap(scores[k])],
         )
     # adding an algorithm does not change another algorithm's CI
-    _, only_a = A.stratified_bootstrap_ci({"a": scores["a"]}, reps=300, seed=7)
+    _, only_a = stats.stratified_bootstrap_ci({"a": scores["a"]}, reps=300, seed=7)
     np.testing.assert_array_equal(only_a["a"], cis["a"])
 
 
@@ -83,7 +85,7 @@ def test_bootstrap_is_stratified_by_task():
     # every run of a task has the same score, tasks differ: a stratified bootstrap (runs
     # resampled within each task) cannot change the mean; pooling runs across tasks would.
     scores = np.tile(np.array([[0.0, 1.0, 5.0]]), (6, 1))
-    _, cis = A.stratified_bootstrap_ci({"x": scores}, {"mean": A.mean}, reps=200)
+    _, cis = stats.stratified_bootstrap_ci({"x": scores}, {"mean": stats.mean}, reps=200)
     np.testing.assert_allclose(cis["x"][:, 0], [2.0, 2.0])
 
 
@@ -91,7 +93,7 @@ def test_bootstrap_trailing_dims_resample_whole_curves():
     # [runs, tasks=1, steps]: run r is the constant curve r.  If whole curves are resampled,
     # the bootstrap mean is the same at every step, so the CI is flat along steps.
     curves = np.repeat(np.arange(8.0)[:, None, None], 5, axis=2)
-    _, cis = A.stratified_bootstrap_ci(
+    _, cis = stats.stratified_bootstrap_ci(
         {"c": curves}, lambda s: s.mean(axis=(0, 1)), reps=300, seed=0
     )
     assert cis["c"].shape == (2, 5)
@@ -101,22 +103,22 @@ def test_bootstrap_trailing_dims_resample_whole_curves():
 
 def test_bootstrap_accepts_sequence_of_fns_and_single_callable():
     x = np.random.default_rng(2).normal(size=(5, 3))
-    p1, c1 = A.stratified_bootstrap_ci({"a": x}, [A.iqm, A.mean], reps=100)
-    p2, c2 = A.stratified_bootstrap_ci(
-        {"a": x}, lambda s: np.array([A.iqm(s), A.mean(s)]), reps=100
+    p1, c1 = stats.stratified_bootstrap_ci({"a": x}, [stats.iqm, stats.mean], reps=100)
+    p2, c2 = stats.stratified_bootstrap_ci(
+        {"a": x}, lambda s: np.array([stats.iqm(s), stats.mean(s)]), reps=100
     )
     np.testing.assert_array_equal(p1["a"], p2["a"])
     np.testing.assert_array_equal(c1["a"], c2["a"])
     with pytest.raises(ValueError):
-        A.stratified_bootstrap_ci({"a": x}, reps=0)
+        stats.stratified_bootstrap_ci({"a": x}, reps=0)
 
 
 def test_performance_profile_by_hand():
     s = np.array([[0.0, 0.5], [1.0, 2.0]])
-    prof, ci = A.performance_profile({"a": s}, [-1.0, 0.0, 0.5, 1.5, 3.0])
+    prof, ci = stats.performance_profile({"a": s}, [-1.0, 0.0, 0.5, 1.5, 3.0])
     np.testing.assert_allclose(prof["a"], [1.0, 0.75, 0.5, 0.25, 0.0])
     assert ci is None
-    _, ci = A.performance_profile({"a": s}, [0.0, 1.0], reps=100)
+    _, ci = stats.performance_profile({"a": s}, [0.0, 1.0], reps=100)
     assert ci["a"].shape == (2, 2)
 
 
@@ -146,11 +148,11 @@ def _rly_all(metrics):
 def test_point_estimates_equal_rliable_metrics(shape):
     _, metrics = _rliable()
     x = np.random.default_rng(sum(shape)).gamma(2.0, 0.5, size=shape)
-    assert A.iqm(x) == metrics.aggregate_iqm(x)
-    assert A.median(x) == metrics.aggregate_median(x)
-    assert A.mean(x) == metrics.aggregate_mean(x)
-    assert A.optimality_gap(x) == metrics.aggregate_optimality_gap(x)
-    assert A.optimality_gap(x, gamma=0.7) == metrics.aggregate_optimality_gap(x, gamma=0.7)
+    assert stats.iqm(x) == metrics.aggregate_iqm(x)
+    assert stats.median(x) == metrics.aggregate_median(x)
+    assert stats.mean(x) == metrics.aggregate_mean(x)
+    assert stats.optimality_gap(x) == metrics.aggregate_optimality_gap(x)
+    assert stats.optimality_gap(x, gamma=0.7) == metrics.aggregate_optimality_gap(x, gamma=0.7)
 
 
 @pytest.mark.parametrize("seed", [0, 11])
@@ -161,7 +163,7 @@ def test_bootstrap_ci_identical_to_rliable_with_same_draws(seed):
     x = np.random.default_rng(100 + seed).normal(size=(8, 5))
     np.random.seed(seed)
     r_pts, r_cis = library.get_interval_estimates({"a": x}, _rly_all(metrics), reps=400)
-    pts, cis = A.stratified_bootstrap_ci({"a": x}, reps=400, seed=seed)
+    pts, cis = stats.stratified_bootstrap_ci({"a": x}, reps=400, seed=seed)
     np.testing.assert_array_equal(pts["a"], r_pts["a"])
     np.testing.assert_allclose(cis["a"], r_cis["a"], rtol=0, atol=1e-12)
 
@@ -178,7 +180,7 @@ def test_bootstrap_ci_agrees_with_rliable_under_independent_noise():
     r_pts, r_cis = library.get_interval_estimates(
         scores, _rly_all(metrics), reps=3000, confidence_interval_size=0.9
     )
-    pts, cis = A.stratified_bootstrap_ci(scores, reps=3000, confidence=0.9, seed=0)
+    pts, cis = stats.stratified_bootstrap_ci(scores, reps=3000, confidence=0.9, seed=0)
     for k, x in scores.items():
         np.testing.assert_array_equal(pts[k], r_pts[k])
         score_range = x.max() - x.min()
@@ -193,7 +195,7 @@ def test_performance_profile_identical_to_rliable():
     taus = np.linspace(-2.5, 2.5, 21)
     np.random.seed(2)
     r_prof, r_ci = library.create_performance_profile({"a": x}, taus, reps=300)
-    prof, ci = A.performance_profile({"a": x}, taus, reps=300, seed=2)
+    prof, ci = stats.performance_profile({"a": x}, taus, reps=300, seed=2)
     np.testing.assert_array_equal(prof["a"], r_prof["a"])
     np.testing.assert_allclose(ci["a"], r_ci["a"], rtol=0, atol=1e-12)
 
@@ -204,12 +206,12 @@ def test_performance_profile_identical_to_rliable():
 
 
 def test_normalize_score():
-    for env, (lo, hi) in A.REFERENCE_SCORES.items():
+    for env, (lo, hi) in stats.REFERENCE_SCORES.items():
         assert hi != lo
-        assert A.normalize_score(env, lo) == pytest.approx(0.0)
-        assert A.normalize_score(env, hi) == pytest.approx(1.0)
-    assert A.normalize_score("CartPole-v1", 500.0) == pytest.approx(1.0)
-    out = A.normalize_score("MountainCar-v0", [-200.0, -150.0, -100.0])
+        assert stats.normalize_score(env, lo) == pytest.approx(0.0)
+        assert stats.normalize_score(env, hi) == pytest.approx(1.0)
+    assert stats.normalize_score("CartPole-v1", 500.0) == pytest.approx(1.0)
+    out = stats.normalize_score("MountainCar-v0", [-200.0, -150.0, -100.0])
     np.testing.assert_allclose(out, [0.0, 0.5, 1.0])
     for env in [
         "CartPole-v1",
@@ -219,12 +221,12 @@ def test_normalize_score():
         "MountainCar-v0",
         "inverted_pendulum",
     ]:
-        assert env in A.REFERENCE_SCORES
+        assert env in stats.REFERENCE_SCORES
 
 
 def test_normalize_score_unknown_env_lists_known():
     with pytest.raises(KeyError) as err:
-        A.normalize_score("Nope-v0", 1.0)
+        stats.normalize_score("Nope-v0", 1.0)
     msg = str(err.value)
     assert "Nope-v0" in msg and "CartPole-v1" in msg and "inverted_pendulum" in msg
 
@@ -264,7 +266,7 @@ def _records(n_seeds=3, steps=(0, 100, 200, 300), ks=(0, 1, 4), seed=0):
 def test_final_scores_picks_last_step_per_run():
     pd = pytest.importorskip("pandas")
     df = pd.DataFrame(_records()).sample(frac=1.0, random_state=0)  # shuffled rows
-    fin = A.final_scores(df)
+    fin = tables.final_scores(df)
     assert isinstance(fin, pd.DataFrame)
     assert len(fin) == 2 * 2 * 3 * 3
     assert (fin["step"] == 300).all()
@@ -272,24 +274,25 @@ def test_final_scores_picks_last_step_per_run():
     got = fin.set_index(["env", "algo", "K", "seed"])["return"]
     pd.testing.assert_series_equal(got.sort_index(), expect.sort_index())
     # pandas-free input: list of row dicts / dict of columns
-    cols = A.final_scores(_records())
+    cols = tables.final_scores(_records())
     assert isinstance(cols, dict) and len(cols["return"]) == 36
     # without a K column, runs are (env, algo, seed)
     no_k = df.drop(columns="K")
-    assert len(A.final_scores(no_k)) == 2 * 2 * 3
+    assert len(tables.final_scores(no_k)) == 2 * 2 * 3
 
 
 def test_score_dict_from_table():
     rows = _records()
-    sd, envs = A.score_dict_from_table(rows)
+    sd, envs = tables.score_dict_from_table(rows)
     assert envs == ["Acrobot-v1", "CartPole-v1"]
     assert set(sd) == {f"{a} (K={k})" for a in ("ppo", "vaco") for k in (0, 1, 4)}
     assert all(v.shape == (3, 2) for v in sd.values())
     one_k = [r for r in rows if r["K"] == 0]
-    sd1, _ = A.score_dict_from_table(one_k)
+    sd1, _ = tables.score_dict_from_table(one_k)
     assert set(sd1) == {"ppo", "vaco"}
     with pytest.raises(ValueError, match="unequal"):
-        A.score_dict_from_table([r for r in one_k if not (r["seed"] == 2 and r["env"][0] == "C")])
+        tables.score_dict_from_table(
+            [r for r in one_k if not (r["seed"] == 2 and r["env"][0] == "C")])
 
 
 # --------------------------------------------------------------------------------------------
@@ -310,12 +313,12 @@ def test_plots_write_png_and_pdf(tmp_path):
     pd = pytest.importorskip("pandas")
     df = pd.DataFrame(_records())
     reps = 50
-    _assert_png_pdf(A.plot_learning_curves(df, tmp_path, reps=reps))
-    _assert_png_pdf(A.plot_learning_curves(df[df["K"] == 0], tmp_path, reps=reps, stem="lc_k0"))
-    _assert_png_pdf(A.plot_return_vs_lag(df, tmp_path, reps=reps))
-    _assert_png_pdf(A.plot_aggregate_intervals(df, tmp_path, reps=reps))
-    sd, _ = A.score_dict_from_table(df)
-    _assert_png_pdf(A.plot_aggregate_intervals(sd, tmp_path, reps=reps, stem="agg_dict"))
-    _assert_png_pdf(A.plot_tv_vs_lag(df, tmp_path, reps=reps))
-    _assert_png_pdf(A.plot_performance_profile(sd, tmp_path, reps=reps))
+    _assert_png_pdf(plots.plot_learning_curves(df, tmp_path, reps=reps))
+    _assert_png_pdf(plots.plot_learning_curves(df[df["K"] == 0], tmp_path, reps=reps, stem="lc_k0"))
+    _assert_png_pdf(lag_plots.plot_return_vs_lag(df, tmp_path, reps=reps))
+    _assert_png_pdf(plots.plot_aggregate_intervals(df, tmp_path, reps=reps))
+    sd, _ = tables.score_dict_from_table(df)
+    _assert_png_pdf(plots.plot_aggregate_intervals(sd, tmp_path, reps=reps, stem="agg_dict"))
+    _assert_png_pdf(lag_plots.plot_tv_vs_lag(df, tmp_path, reps=reps))
+    _assert_png_pdf(plots.plot_performance_profile(sd, tmp_path, reps=reps))
     assert len(list(tmp_path.iterdir())) == 14

@@ -26,7 +26,7 @@ import pytest
 
 from jaxvaco import runner, sweep
 from jaxvaco.cli import main, resume_defaults
-from jaxvaco.runner import RunAlreadyComplete, RunControl
+from jaxvaco.run_dir import RunAlreadyComplete, RunControl, checkpoint_steps
 
 TINY = ["--num-envs", "8", "--num-steps", "16", "--total-timesteps", "512",
         "--num-minibatches", "2", "--update-epochs", "1", "--hidden-sizes", "8", "8",
@@ -237,7 +237,7 @@ def test_no_progress_still_prints_summary_and_results_path(finished):
 def test_resume_remembers_host_loop_options(finished):
     assert resume_defaults(finished["run"]).control == RunControl(checkpoint_every=2,
                                                                   keep_checkpoints=2)
-    assert runner.checkpoint_steps(finished["run"]) == [2, 4]
+    assert checkpoint_steps(finished["run"]) == [2, 4]
 
 
 # ------------------------------------------------------------------------------ sweeps
@@ -331,11 +331,11 @@ def test_full_disk_during_a_checkpoint_keeps_the_earlier_ones(tmp_path, monkeypa
     run_dir = tmp_path / "r"
     assert_one_line(cli(argv), 1, "could not write checkpoint 2", "No space left on device",
                     "(iterations 1) are intact", f"jaxvaco train --resume {run_dir.absolute()}")
-    assert runner.checkpoint_steps(run_dir) == [1]
+    assert checkpoint_steps(run_dir) == [1]
     monkeypatch.undo()
     outcome = cli(["train", "--resume", str(run_dir)])
     assert outcome.status == 0, outcome
-    assert runner.checkpoint_steps(run_dir)[-1] == 4
+    assert checkpoint_steps(run_dir)[-1] == 4
 
 
 def poison_above(learning_rate: float, iteration: int):
@@ -379,7 +379,7 @@ def test_nan_stopped_run_resumes_with_a_lower_learning_rate(tmp_path, monkeypatc
                                          "changes": ["--learning-rate: 0.001 -> 0.0005"]}]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [row["iteration"] for row in rows] == [1, 2, 3, 4]
-    assert runner.checkpoint_steps(run_dir) == [2, 3, 4]  # --checkpoint-every 1 remembered
+    assert checkpoint_steps(run_dir) == [2, 3, 4]  # --checkpoint-every 1 remembered
 
 
 # ------------------------------------------------------- through the console entry point

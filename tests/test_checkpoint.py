@@ -26,7 +26,8 @@ import pytest
 from jaxvaco import runner
 from jaxvaco.cli import main
 from jaxvaco.config import ConfigError, EvalConfig, TrainConfig
-from jaxvaco.runner import NonFiniteError, RunControl
+from jaxvaco.run_dir import RunControl, load_run_dir
+from jaxvaco.runner import NonFiniteError
 
 TIMING_KEYS = {"sps", "wall_time", "compile_time"}
 
@@ -175,17 +176,17 @@ def test_corrupted_newest_checkpoint_falls_back(interrupted, tmp_path):
 
 def test_changed_config_resume_is_refused(interrupted, capsys):
     run_dir = interrupted["run"]
-    config, _ = runner.load_run_dir(run_dir)
+    config, _ = load_run_dir(run_dir)
     changed = dataclasses.replace(config, num_envs=16, learning_rate=0.1)
     with pytest.raises(ConfigError, match="--num-envs: 8 -> 16.*--learning-rate"):
         runner.run(changed, resume=run_dir)
     assert main(["train", "--resume", str(run_dir), "--gamma", "0.5"]) == 2
     assert "--gamma: 0.99 -> 0.5" in capsys.readouterr().err
-    assert runner.load_run_dir(run_dir)[0] == config
+    assert load_run_dir(run_dir)[0] == config
 
 
 def test_fresh_run_into_checkpointed_dir_is_refused(interrupted):
-    config, _ = runner.load_run_dir(interrupted["run"])
+    config, _ = load_run_dir(interrupted["run"])
     with pytest.raises(ConfigError, match="already holds a run"):
         runner.run(config)
 

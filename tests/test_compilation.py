@@ -15,7 +15,8 @@ from jaxvaco import compilation
 from jaxvaco.cli import main
 from jaxvaco.compilation import CompileClock, configure_cache, resolve_cache_dir
 from jaxvaco.config import EvalConfig, TrainConfig
-from jaxvaco.runner import RunControl, run
+from jaxvaco.run_dir import RunControl
+from jaxvaco.runner import run
 
 TINY = ["--num-envs", "8", "--num-steps", "16", "--total-timesteps", "256",
         "--num-minibatches", "2", "--update-epochs", "1", "--hidden-sizes", "8", "8",

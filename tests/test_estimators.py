@@ -11,15 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import rlax
-from references import gae_reference, vtrace_reference
+from references import close, f32, gae_reference, vtrace_reference
 
 from jaxvaco.estimators import gae, vtrace
 
 T, N = 24, 6
 GAMMA, LAM = 0.97, 0.9
-
-
-# --------------------------------------------------------------------------- references
+TOL = 2e-4  # close()'s tolerance: float32 recursions over T steps
 
 
 # --------------------------------------------------------------------------- inputs
@@ -53,13 +51,7 @@ def random_trajectories(seed, episode_ends=True, consistent=True):
 
 
 def to_jax(*arrays):
-    return [jnp.asarray(a, jnp.float32) if a.dtype != bool else jnp.asarray(a) for a in arrays]
-
-
-def assert_close(actual, expected, tol=2e-4):
-    actual = np.asarray(actual, np.float64)
-    scale = max(1.0, float(np.abs(expected).max()))
-    np.testing.assert_allclose(actual, expected, rtol=tol, atol=tol * scale)
+    return [f32(a) if a.dtype != bool else jnp.asarray(a) for a in arrays]
 
 
 # --------------------------------------------------------------------------- GAE
@@ -73,8 +65,8 @@ def test_gae_matches_numpy_reference(seed, consistent):
     adv, targets = gae(*to_jax(r, v, nv, term, trunc), GAMMA, LAM)
     ref_adv, ref_targets = gae_reference(r, v, nv, term, trunc, GAMMA, LAM)
     assert adv.shape == (T, N) and targets.shape == (T, N)
-    assert_close(adv, ref_adv)
-    assert_close(targets, ref_targets)
+    close(adv, ref_adv, TOL)
+    close(targets, ref_targets, TOL)
 
 
 def test_gae_truncation_bootstraps_termination_does_not():
@@ -116,8 +108,8 @@ def test_vtrace_matches_numpy_reference(seed, rho_bar, c_bar):
     assert (ratio < min(rho_bar, c_bar)).any()
     out = vtrace(*to_jax(r, v, nv, term, trunc, lr), GAMMA, LAM, rho_bar, c_bar)
     ref_adv, ref_vs = vtrace_reference(r, v, nv, term, trunc, lr, GAMMA, LAM, rho_bar, c_bar)
-    assert_close(out.targets, ref_vs)
-    assert_close(out.advantages, ref_adv)
+    close(out.targets, ref_vs, TOL)
+    close(out.advantages, ref_adv, TOL)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -134,11 +126,11 @@ def test_vtrace_matches_rlax_without_episode_end(seed, rho_bar):
 
     rl = jax.vmap(column, in_axes=1, out_axes=1)(*to_jax(v, nv, r, np.exp(lr)))
     rl_targets = np.asarray(rl.errors, np.float64) + v
-    assert_close(out.targets, rl_targets)
-    assert_close(out.advantages, np.asarray(rl.pg_advantage, np.float64))
+    close(out.targets, rl_targets, TOL)
+    close(out.advantages, np.asarray(rl.pg_advantage, np.float64), TOL)
     # and rlax agrees with our NumPy reference (a check of the reference itself)
     ref_adv, ref_vs = vtrace_reference(r, v, nv, term, trunc, lr, GAMMA, LAM, rho_bar, 1.0)
-    assert_close(rl_targets, ref_vs)
+    close(rl_targets, ref_vs, TOL)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -149,8 +141,8 @@ def test_vtrace_on_policy_equals_gae(seed, lam):
     out = vtrace(*to_jax(r, v, nv, term, trunc, zeros), GAMMA, lam, 1.0, 1.0)
     ref = gae(*to_jax(r, v, nv, term, trunc), GAMMA, lam)
     ref_adv, ref_targets = gae_reference(r, v, nv, term, trunc, GAMMA, lam)
-    assert_close(out.advantages, ref_adv)
-    assert_close(out.targets, ref_targets)
+    close(out.advantages, ref_adv, TOL)
+    close(out.targets, ref_targets, TOL)
     np.testing.assert_allclose(np.asarray(out.advantages), np.asarray(ref.advantages),
                                rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(np.asarray(out.targets), np.asarray(ref.targets),

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from references import vtrace_reference
+from references import close, f32, vtrace_reference
 
 from jaxvaco import primitives
 from jaxvaco.algos import impala, ppo, ppo_kl, spo, vaco
@@ -26,16 +26,6 @@ from jaxvaco.train import mean_tv
 
 T, N = 8, 8  # 64 samples
 EPS = 0.2
-
-
-def f32(x):
-    return jnp.asarray(x, jnp.float32)
-
-
-def close(actual, expected, tol=1e-5):
-    actual = np.asarray(actual, np.float64)
-    scale = max(1.0, float(np.abs(expected).max()))
-    np.testing.assert_allclose(actual, expected, rtol=tol, atol=tol * scale)
 
 
 def random_policy_inputs(seed, spread=0.3):

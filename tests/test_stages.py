@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from references import gae_reference, vtrace_reference
+from references import close, f32, gae_reference, vtrace_reference
 
 from jaxvaco import lag
 from jaxvaco.algos import make_algorithm
@@ -37,16 +37,7 @@ from jaxvaco.train import (
 
 T, N, OBS = 12, 6, 4
 RHO_BAR = 1.2
-
-
-def f32(x):
-    return jnp.asarray(x, jnp.float32)
-
-
-def close(actual, expected, tol=2e-5):
-    actual = np.asarray(actual, np.float64)
-    scale = max(1.0, float(np.abs(expected).max()))
-    np.testing.assert_allclose(actual, expected, rtol=tol, atol=tol * scale)
+TOL = 2e-5
 
 
 def setup_for(config: TrainConfig, env=None) -> Setup:
@@ -133,11 +124,11 @@ def test_estimate_applies_the_importance_weight_once(inputs, name):
     batch = estimate(setup, traj, params, view, hyperparams_from_config(config))
     adv, targets, weights = reference_estimate(traj, view, behaviour_next, options.critic,
                                                options.advantages, placement)
-    close(batch.advantages, adv)
-    close(batch.targets, targets)
+    close(batch.advantages, adv, TOL)
+    close(batch.targets, targets, TOL)
     assert (batch.pg_weights is None) == (weights is None)
     if weights is not None:
-        close(batch.pg_weights, weights)
+        close(batch.pg_weights, weights, TOL)
         assert (weights == RHO_BAR).any() and (weights < 1).any()
 
 
@@ -213,8 +204,8 @@ def test_collect_records_the_behaviour_log_probs_and_values():
     obs, _, traj = collect(setup, state, state.params, jax.random.PRNGKey(2))
     assert traj.obs.shape == (5, 4, 4) and traj.actions.shape == (5, 4)
     pi, values = setup.network.apply(state.params, traj.obs)
-    close(traj.logp, np.asarray(pi.log_prob(traj.actions)))
-    close(traj.values, np.asarray(values))
+    close(traj.logp, np.asarray(pi.log_prob(traj.actions)), TOL)
+    close(traj.values, np.asarray(values), TOL)
     assert obs.shape == (4, 4)
 
 
@@ -226,5 +217,5 @@ def test_learner_view_recomputes_only_what_the_algorithm_reads():
     critic_setup, _ = cartpole_setup(ppo=PPOConfig(critic="learner"))
     view = learner_view(critic_setup, state.params, traj)
     _, values = setup.network.apply(state.params, traj.obs)
-    close(view.values, np.asarray(values))
+    close(view.values, np.asarray(values), TOL)
     assert view.next_values.shape == (5, 4)

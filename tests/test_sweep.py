@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 from jaxvaco import runner
-from jaxvaco.config import EvalConfig, TrainConfig
-from jaxvaco.sweep import SweepConfig, cells, load_sweep_file, read_table
+from jaxvaco.config import EvalConfig, TrainConfig, to_dict
+from jaxvaco.results import read_table
+from jaxvaco.run_dir import RunControl
+from jaxvaco.sweep import SweepConfig, cells, load_sweep_file
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -115,7 +117,7 @@ def test_vmapped_hyperparameter_equals_the_run_alone(tmp_path):
                          hidden_sizes=(16, 16), progress=False, chunk_iterations=2,
                          eval=EvalConfig(every_chunks=0, num_episodes=4),
                          results_dir=str(tmp_path))
-    control = runner.RunControl(keep_checkpoints=0)
+    control = RunControl(keep_checkpoints=0)
     swept = runner.run(dataclasses.replace(config, run_name="grid"),
                        grid={"learning_rate": [1e-3, 3e-3]}, control=control)
     alone = runner.run(dataclasses.replace(config, run_name="alone", learning_rate=3e-3),
@@ -136,7 +138,7 @@ def test_vmapped_hyperparameter_equals_the_run_alone(tmp_path):
 def test_sweep_refuses_changed_finished_cell(tmp_path):
     """A finished cell run with other settings is not mixed into the table."""
     from jaxvaco.config import ConfigError
-    from jaxvaco.runner import write_json
+    from jaxvaco.run_dir import write_json
     from jaxvaco.sweep import cell_setup, config_changes, run_sweep
 
     spec = SweepConfig(name="s", results_dir=str(tmp_path), base=TrainConfig(num_envs=8))
@@ -144,7 +146,7 @@ def test_sweep_refuses_changed_finished_cell(tmp_path):
     config, _ = cell_setup(spec, cell, tmp_path / "s")
     cell_dir = tmp_path / "s" / "runs" / cell.name
     cell_dir.mkdir(parents=True)
-    write_json(cell_dir / "config.json", runner.to_dict(dataclasses.replace(config, gamma=0.9)))
+    write_json(cell_dir / "config.json", to_dict(dataclasses.replace(config, gamma=0.9)))
     (cell_dir / "metrics.jsonl").write_text("")
     (cell_dir / "DONE").write_text("{}")
     assert config_changes(dataclasses.replace(config, gamma=0.9), config)

@@ -1,0 +1,11 @@
+"""Analysis of jaxvaco results, by concern; import the module you need:
+
+* `jaxvaco.analysis.stats` -- rliable-style aggregates (IQM, median, mean, optimality gap),
+  stratified bootstrap CIs, performance profiles, score normalisation (`REFERENCE_SCORES`);
+  NumPy only.
+* `jaxvaco.analysis.tables` -- tidy results tables as columns: the final row of each run,
+  score matrices per algorithm (`score_dict_from_table`).
+* `jaxvaco.analysis.plots` -- learning curves, aggregate intervals, performance profiles;
+  `jaxvaco.analysis.lag_plots` -- final return and TV metrics against the lag K.  Both import
+  matplotlib lazily and save PNG + PDF.
+"""

@@ -1,0 +1,206 @@
+"""Tidy results tables: one row per run and chunk, written as CSV, read back as columns.
+
+A metrics row (as `jaxvaco.runner.run` returns it and writes it to metrics.jsonl) becomes a
+tidy row by `tidy_row`: the key columns env, algo, K, seed, step, return (training episode
+return) first, then every other metric under its own name (eval/greedy_return, tv/backward,
+tv/forward, tv/total, filter/fraction, lag/iterations, ...), as `jaxvaco.analysis.tables`
+reads it.
+
+Two tables are built from such rows:
+
+* a run folder or a sweep: `tidy_rows` (a run's metrics.jsonl) and `write_table` (a sweep's
+  results.csv, every metric a column), read back by `load_results`;
+* the experiment scripts' CSVs (experiments/): `variant_rows` keeps the columns of `FIELDS`
+  (a variant label beside the algo, eval metrics shortened to eval_greedy and
+  eval_stochastic), `append_rows` appends each finished variant, and `done_keys` tells a
+  restarted script which variants the CSV already holds. `last_evaluated` picks the last
+  evaluated row of each run from such a CSV.
+"""
+
+from __future__ import annotations
+
+import csv
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jaxvaco.config import ConfigError
+from jaxvaco.run_dir import load_run_dir
+from jaxvaco.sinks import read_rows as read_metrics
+
+KEY_COLUMNS = ("env", "algo", "K", "seed", "step", "return")
+DROPPED = {"run", "env_steps", "lag_delay", "episode/return"}
+"""Metrics-row fields that the key columns replace."""
+
+FIELDS = ["env", "algo", "variant", "K", "seed", "step", "return", "eval_greedy",
+          "eval_stochastic", "lag/iterations", "lag/sgd_steps", "tv/backward", "tv/forward",
+          "tv/total", "filter/fraction"]
+"""Columns of the experiment scripts' tidy CSVs."""
+SHORT_NAMES = {"eval/greedy_return": "eval_greedy", "eval/stochastic_return": "eval_stochastic"}
+
+
+def tidy_row(row: dict, env: str, algo: str, k: int) -> dict:
+    """One metrics row with the key columns first; `k` is K when the row has no lag_delay."""
+    keys = {"env": env, "algo": algo, "K": row.get("lag_delay", k), "seed": row["seed"],
+            "step": row["env_steps"], "return": row["episode/return"]}
+    return {**keys, **{name: v for name, v in row.items() if name not in DROPPED}}
+
+
+def tidy_rows(run_dir: Path) -> list[dict]:
+    """metrics.jsonl of one run directory as tidy rows.
+
+    K is the run's lag_delay when swept, else lag.max_delay. Swept values other than the
+    lag are appended to the algo label (e.g. "ppo learning_rate=0.001"), so that
+    (env, algo, K, seed) names one run, as `jaxvaco.analysis.tables` expects.
+    """
+    config, grid = load_run_dir(run_dir)
+    path = run_dir / "metrics.jsonl"
+    complete_lines = path.read_bytes().rfind(b"\n") + 1  # a running run may be mid-line
+    out = []
+    for row in read_metrics(path, complete_lines):
+        swept = [f"{k}={row[k]}" for k in grid if k != "lag_delay"]
+        label = " ".join([config.algo, *swept])
+        out.append(tidy_row(row, config.env, label, config.lag.max_delay))
+    return out
+
+
+def variant_rows(rows: Iterable[dict], env: str, algo: str, variant: str) -> list[dict]:
+    """Metrics rows of a run result as rows of FIELDS, labelled with `variant`."""
+    out = []
+    for row in rows:
+        tidy = {SHORT_NAMES.get(k, k): v for k, v in tidy_row(row, env, algo, 0).items()}
+        tidy["variant"] = variant
+        out.append({name: tidy.get(name) for name in FIELDS})
+    return out
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a CSV as dicts of strings ([] when the file does not exist yet)."""
+    if not path.exists():
+        return []
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def write_rows(path: Path, rows: list[dict], fields: Sequence[str] | None = None) -> None:
+    """Write a CSV with a header (columns: `fields`, else the first row's keys)."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(fields or rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def append_rows(path: Path, rows: Iterable[dict], fields: Sequence[str] = FIELDS) -> None:
+    """Append rows to a CSV, writing its header first when the file is new."""
+    new = not path.exists()
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def done_keys(path: Path, columns: Sequence[str]) -> set[tuple]:
+    """The distinct values of `columns` in a CSV: what a restarted script skips."""
+    return {tuple(row[c] for c in columns) for row in read_rows(path)}
+
+
+def last_evaluated(rows: list[dict], label: str) -> dict[tuple, dict]:
+    """(env, row[label], K, seed) -> the run's last row with an evaluation, sorted by key."""
+    last: dict[tuple, dict] = {}
+    for row in rows:
+        if row["eval_greedy"] == "":
+            continue
+        key = (row["env"], row[label], int(row["K"]), int(row["seed"]))
+        if key not in last or int(row["step"]) > int(last[key]["step"]):
+            last[key] = row
+    return dict(sorted(last.items()))
+
+
+def write_table(path: Path, rows: list[dict]) -> Path:
+    """A tidy table as CSV, key columns first, then the others sorted (atomically replaced)."""
+    columns = list(KEY_COLUMNS) + sorted({k for row in rows for k in row} - set(KEY_COLUMNS))
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as file:
+        writer = csv.DictWriter(file, columns, restval="")
+        writer.writeheader()
+        writer.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in rows)
+    tmp.replace(path)
+    return path
+
+
+def _number(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def columns_from_rows(rows: list[dict]) -> dict[str, np.ndarray]:
+    """Columns of a table; numeric ones as arrays with NaN for missing values."""
+    names = list(dict.fromkeys(k for row in rows for k in row))
+    cols = {}
+    for name in names:
+        values = [row.get(name) for row in rows]
+        present = [v for v in values if v is not None and v != ""]
+        if present and all(isinstance(v, int | float) for v in present):
+            missing = len(present) < len(values)
+            kind = float if missing or any(isinstance(v, float) for v in present) else int
+            cols[name] = np.asarray([np.nan if v in (None, "") else v for v in values], kind)
+        else:
+            cols[name] = np.asarray(values, dtype=object)
+    return cols
+
+
+def read_table(path: Path) -> dict[str, np.ndarray]:
+    """A tidy CSV (results.csv) as columns (numbers parsed, missing values NaN)."""
+    with open(path, newline="") as file:
+        rows = [{k: _number(v) if v != "" else None for k, v in row.items()}
+                for row in csv.DictReader(file)]
+    return columns_from_rows(rows)
+
+
+def load_results(directory: Path) -> dict[str, np.ndarray]:
+    """The table of a sweep (results.csv) or of a single run (its metrics.jsonl)."""
+    if (directory / "results.csv").exists():
+        path, table = directory / "results.csv", read_table(directory / "results.csv")
+    elif (directory / "metrics.jsonl").exists():
+        path, table = directory / "metrics.jsonl", columns_from_rows(tidy_rows(directory))
+    else:
+        raise ConfigError(f"{directory} holds neither results.csv (a sweep) nor "
+                          "metrics.jsonl (a run).")
+    if not table or not len(table[next(iter(table))]):
+        raise ConfigError(f"{path} has no rows yet: a run writes its first row after its "
+                          "first chunk, a sweep after its first complete cell.")
+    return table
+
+
+def plot_results(directory: Path, out: Path | None = None, metric: str = "return"
+                 ) -> list[Path]:
+    """Learning curves, final return and TV against lag, aggregate intervals: PNG + PDF.
+
+    Scores in the aggregate chart are normalised (`jaxvaco.analysis.stats.normalize_score`)
+    when every environment has reference scores, else raw (with a warning).
+    """
+    from jaxvaco.analysis import lag_plots, plots, stats, tables
+
+    table = load_results(Path(directory))
+    out = Path(out) if out else Path(directory) / "plots"
+    envs = set(table["env"].tolist())
+    normalize = envs <= set(stats.REFERENCE_SCORES)
+    if not normalize:
+        warnings.warn(f"No reference scores for {sorted(envs - set(stats.REFERENCE_SCORES))}"
+                      ": the aggregate chart shows raw returns.", stacklevel=2)
+    finals = tables.final_scores(table)
+    score_dict, _ = tables.score_dict_from_table(finals, normalize=normalize, metric=metric)
+    paths = plots.plot_learning_curves(table, out, metric=metric)
+    paths += lag_plots.plot_return_vs_lag(table, out, metric=metric)
+    paths += plots.plot_aggregate_intervals(score_dict, out, normalize=normalize)
+    paths += lag_plots.plot_tv_vs_lag(table, out)
+    return paths
+

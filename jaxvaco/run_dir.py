@@ -1,0 +1,220 @@
+"""A run's folder: its name, its records (config.json with the host-loop options, runs.json),
+and the checks that let a run continue in it (resume) or refuse to.
+
+A fresh run gets a new folder (`prepare_run_dir`); `open_run(..., resume=run_dir)` checks
+that the configuration and grid continue the run saved there (`resume_run_dir`) and opens
+its checkpoints. Files are written atomically (`write_json`). Nothing here imports JAX.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from jaxvaco.checkpoint import Checkpointer, hyperparam_changes, resume_conflicts
+from jaxvaco.config import ConfigError, RunFileError, TrainConfig, from_dict, from_table, to_dict
+
+
+@dataclasses.dataclass(frozen=True)
+class RunControl:
+    """How a run is checkpointed and logged; nothing here changes what it computes."""
+
+    checkpoint_every: int = 5
+    """Save a checkpoint every this many chunks; always at the end and on SIGINT/SIGTERM
+    (0 = only then)."""
+    keep_checkpoints: int = 3
+    """Keep the newest this many checkpoints; 0 saves none (Ctrl-C then just stops)."""
+    tensorboard: bool = False
+    """Also log to TensorBoard under <run>/tensorboard (needs tensorboardX)."""
+    wandb: bool = False
+    """Also log to Weights & Biases (needs wandb; WANDB_MODE=offline works without network)."""
+    wandb_project: str = "jaxvaco"
+    compilation_cache: str = "auto"
+    """Persistent XLA compilation cache: a rerun of the same configuration loads its
+    programs instead of compiling them. `auto`: $JAXVACO_CACHE_DIR if set (`off` or empty
+    disables), else $JAX_COMPILATION_CACHE_DIR, else $XDG_CACHE_HOME/jaxvaco/jax or
+    ~/.cache/jaxvaco/jax; `off` disables it; anything else is the directory."""
+
+
+class RunAlreadyComplete(Exception):  # noqa: N818 - not an error: nothing is left to do
+    """A resumed run has no checkpoint to continue and its metrics already reach the end."""
+
+
+Grid = dict[str, Sequence[float]] | list[dict[str, float]]
+"""A product grid {name: values} (every combination), or an explicit list of combinations
+{name: value} (a random search: configurations that are not a product)."""
+
+
+def grid_as_json(grid: Grid | None) -> dict | list:
+    """The grid as runs.json stores it (lists, not tuples or arrays)."""
+    if isinstance(grid, list):
+        return [dict(combo) for combo in grid]
+    return {k: list(v) for k, v in (grid or {}).items()}
+
+
+def default_run_name(config: TrainConfig) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return f"{config.env.replace('/', '-')}__{config.algo}__{stamp}"
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write via a temporary file and a rename, so a kill never leaves half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(path)
+
+
+RUN_FILES = ("config.json", "metrics.jsonl", "checkpoints")
+
+
+def prepare_run_dir(config: TrainConfig, control: RunControl) -> tuple[TrainConfig, Path]:
+    """Name and create a fresh run directory; refuse one that holds another run's files."""
+    if not config.run_name:
+        config = dataclasses.replace(config, run_name=default_run_name(config))
+    run_dir = Path(config.results_dir) / config.run_name
+    found = [name for name in RUN_FILES if (run_dir / name).exists()]
+    if found:
+        raise ConfigError(f"{run_dir} already holds a run ({', '.join(found)}): continue it "
+                          f"with --resume {run_dir}, pick another --run-name, or delete the "
+                          "folder.")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_run_record(run_dir, config, control, [])
+    return config, run_dir
+
+
+def write_run_record(run_dir: Path, config: TrainConfig, control: RunControl,
+                     resume_changes: list[dict]) -> None:
+    """config.json: the TrainConfig, the host-loop options and the accepted resume changes."""
+    write_json(run_dir / "config.json", {**to_dict(config), "control": dataclasses.asdict(control),
+                                         "resume_changes": resume_changes})
+
+
+def read_json_file(path: Path) -> Any:
+    """A JSON file's content; RunFileError naming the file and the line when it is damaged."""
+    try:
+        return json.loads(path.read_bytes().decode(errors="replace"))
+    except json.JSONDecodeError as error:
+        raise RunFileError(f"{path} is not valid JSON ({error.msg} at line {error.lineno}, "
+                           f"column {error.colno}); repair it by hand, or start a new run."
+                           ) from None
+
+
+def read_run_record(run_dir: Path) -> dict:
+    """A run directory's config.json as a dict (ConfigError when it is no run directory)."""
+    path = run_dir / "config.json"
+    if not path.exists():
+        sweep = " (it is a sweep: run jaxvaco sweep again to continue it)" if (
+            run_dir / "sweep.json").exists() else ""
+        raise ConfigError(f"{run_dir} has no config.json: not a jaxvaco run directory{sweep}.")
+    record = read_json_file(path)
+    if not isinstance(record, dict):
+        raise RunFileError(f"{path} must hold a JSON object (key: value pairs).")
+    return record
+
+
+def load_run_dir(run_dir: Path) -> tuple[TrainConfig, Grid]:
+    """The config and grid a run directory was started with."""
+    config = from_dict(read_run_record(run_dir), source=str(run_dir / "config.json"))
+    runs_file = run_dir / "runs.json"
+    runs = read_json_file(runs_file) if runs_file.exists() else {"grid": {}}
+    if not isinstance(runs, dict) or not isinstance(runs.get("grid"), dict | list):
+        raise RunFileError(f"{runs_file} lacks its 'grid' table; restore it, or start a new run.")
+    return config, runs["grid"]
+
+
+def load_run_control(run_dir: Path) -> RunControl:
+    """The host-loop options a run was last started with (defaults for older runs)."""
+    control = read_run_record(run_dir).get("control", {})
+    return from_table(RunControl, control, str(run_dir / "config.json"), "control.")
+
+
+def checkpoint_steps(run_dir: Path) -> list[int]:
+    """The complete checkpoints in a run directory, oldest first (without opening them)."""
+    return sorted(int(p.name) for p in (run_dir / "checkpoints").glob("[0-9]*")
+                  if p.name.isdigit())
+
+
+def recorded_iterations(run_dir: Path) -> int:
+    """The iteration of metrics.jsonl's last row (0 when there is none or it is unreadable)."""
+    path = run_dir / "metrics.jsonl"
+    lines = path.read_bytes().splitlines() if path.exists() else []
+    try:
+        return int(json.loads(lines[-1])["iteration"]) if lines else 0
+    except (ValueError, KeyError, TypeError):
+        return 0
+
+
+def complete_message(run_dir: Path, config: TrainConfig) -> str:
+    return (f"{run_dir} is already complete ({config.num_iterations} iterations, "
+            f"{config.num_iterations * config.batch_size:,} env steps per run); its results are "
+            f"in {run_dir / 'metrics.jsonl'}. Start a new run to train more.")
+
+
+def resume_run_dir(config: TrainConfig, grid: Grid | None, run_dir: Path,
+                   iterations_done: int, control: RunControl, allow_changes: bool = False
+                   ) -> tuple[TrainConfig, Grid]:
+    """Check that (config, grid) continue the run in run_dir; update its config.json.
+
+    Only fields that change nothing computed (see `jaxvaco.checkpoint.resume_conflicts`)
+    may differ from config.json; the grid must be the same (None = the saved one). With
+    `allow_changes`, hyperparameters that change no array shape may differ too; config.json
+    records them under "resume_changes" with the iteration they apply from.
+    """
+    saved, saved_grid = load_run_dir(run_dir)
+    config = dataclasses.replace(config, results_dir=str(run_dir.parent), run_name=run_dir.name)
+    problems = resume_conflicts(saved, config, iterations_done)
+    changeable = hyperparam_changes(saved, config)
+    accepted = changeable if allow_changes else []
+    problems = [p for p in problems if p not in accepted]
+    if grid is not None and grid_as_json(grid) != saved_grid:
+        problems.append(f"grid: {saved_grid} -> {grid}")
+    if problems:
+        raise ConfigError(resume_refusal(run_dir, problems, allow_changes,
+                                         set(problems) <= set(changeable)))
+    history = read_run_record(run_dir).get("resume_changes", [])
+    if accepted:
+        history = [*history, {"iteration": iterations_done, "changes": accepted}]
+    write_run_record(run_dir, config, control, history)
+    return config, saved_grid
+
+
+def resume_refusal(run_dir: Path, problems: list[str], allowed_changes: bool,
+                   all_changeable: bool) -> str:
+    """Why a resume is refused, and what to do instead."""
+    head = f"Cannot resume {run_dir} with a changed experiment: {'; '.join(problems)}."
+    if allowed_changes:
+        return (f"{head} --resume-with-changes accepts only values that change no array shape "
+                "(learning rate, γ, λ, loss coefficients, δ, ρ̄, c̄, target KL); start a new run "
+                "to change the others.")
+    if all_changeable:
+        return (f"{head} To continue with these values from the newest checkpoint, add "
+                "--resume-with-changes (config.json records the change).")
+    return f"{head} Start a new run to change these."
+
+
+def open_run(config: TrainConfig, grid: Grid | None, control: RunControl,
+             resume: Path | None, allow_changes: bool = False
+             ) -> tuple[TrainConfig, Grid | None, Path, Checkpointer | None]:
+    """The run's config, grid, directory and checkpoints: a fresh run or one resumed."""
+    if resume is None:
+        config, run_dir = prepare_run_dir(config, control)
+        store = (Checkpointer(run_dir / "checkpoints", control.keep_checkpoints)
+                 if control.keep_checkpoints else None)
+        return config, grid, run_dir, store
+    saved = load_run_dir(resume)[0]  # fails before creating anything when no run directory
+    if not checkpoint_steps(resume) and recorded_iterations(resume) >= saved.num_iterations:
+        raise RunAlreadyComplete(complete_message(resume, saved))
+    if not control.keep_checkpoints:
+        raise ConfigError("Resuming needs checkpoints: --keep-checkpoints must be > 0.")
+    store = Checkpointer(resume / "checkpoints", control.keep_checkpoints)
+    try:
+        done = store.steps()[-1] if store.steps() else 0
+        config, grid = resume_run_dir(config, grid, resume, done, control, allow_changes)
+    except ConfigError:
+        store.close()
+        raise
+    return config, grid, resume, store

@@ -1,0 +1,51 @@
+"""Tidy results tables (`jaxvaco.results`): rows of a run, the experiments' CSVs, read-back."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxvaco.results import (
+    FIELDS,
+    append_rows,
+    done_keys,
+    last_evaluated,
+    read_rows,
+    read_table,
+    tidy_row,
+    variant_rows,
+    write_table,
+)
+
+ROW = {"run": 0, "seed": 1, "env_steps": 2048, "episode/return": 12.5, "lag_delay": 4,
+       "iteration": 3, "lag/iterations": 1.0, "lag/sgd_steps": 16.0, "tv/backward": 0.1,
+       "tv/forward": 0.2, "tv/total": 0.3, "filter/fraction": 0.9}
+EVALUATED = {**ROW, "env_steps": 4096, "eval/greedy_return": 500.0,
+             "eval/stochastic_return": 480.0}
+
+
+def test_variant_rows_append_and_resume(tmp_path):
+    rows = variant_rows([ROW, EVALUATED], "CartPole-v1", "ppo", "my variant")
+    assert [list(r) for r in rows] == [FIELDS, FIELDS]
+    assert rows[0]["K"] == 4 and rows[0]["eval_greedy"] is None
+    assert rows[1]["eval_greedy"] == 500.0 and rows[1]["eval_stochastic"] == 480.0
+    path = tmp_path / "tidy.csv"
+    append_rows(path, rows[:1])
+    append_rows(path, rows[1:])  # the header is written once
+    back = read_rows(path)
+    assert [r["step"] for r in back] == ["2048", "4096"]
+    assert done_keys(path, ("env", "variant")) == {("CartPole-v1", "my variant")}
+    assert read_rows(tmp_path / "missing.csv") == []
+    last = last_evaluated(back, "variant")
+    assert list(last) == [("CartPole-v1", "my variant", 4, 1)]
+    assert last[("CartPole-v1", "my variant", 4, 1)]["eval_greedy"] == "500.0"
+
+
+def test_write_table_key_columns_first_and_read_back(tmp_path):
+    rows = [tidy_row(ROW, "CartPole-v1", "ppo", 0), tidy_row(EVALUATED, "CartPole-v1", "ppo", 0)]
+    path = write_table(tmp_path / "results.csv", rows)
+    header = path.read_text().splitlines()[0].split(",")
+    assert header[:6] == ["env", "algo", "K", "seed", "step", "return"]
+    assert header[6:] == sorted(header[6:]) and "run" not in header
+    table = read_table(path)
+    assert table["K"].tolist() == [4, 4] and table["step"].dtype.kind == "i"
+    assert np.isnan(table["eval/greedy_return"][0]) and table["eval/greedy_return"][1] == 500.0
