@@ -112,8 +112,9 @@ def sync_delay(iteration: jax.Array, device: jax.Array, dist: DistributedConfig)
 
 
 def delayed_sync(dist: DistributedConfig, axis: str) -> LagModel:
-    """The lag of actors that refresh their copy of the learner's parameters every S
-    iterations (`sync_delay`): device d's actors act with θ_{T−k_d(T)}, delays [k_d].
+    """Spec §1.1's lag across devices [ours], a `LagModel`: actors that refresh their copy
+    of the learner's parameters every S iterations (`sync_delay`), so that device d's act
+    with θ_{T−k_d(T)}, delays [k_d].
 
     Its state is the copies, [D, ...] outside shard_map and this device's [1, ...] inside
     it (`state_specs` splits it); `behaviour` runs inside shard_map over `axis`.
