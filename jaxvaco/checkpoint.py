@@ -2,26 +2,29 @@
 
 A checkpoint is one orbax step (the learner iteration T) holding two items:
 
-* ``state``: the `TrainState` of every run (params, optimizer state, lag ring buffer,
-  env states, RNG keys, observation statistics, iteration counters, algo_state), saved
-  with `StandardSave` and restored exactly with `StandardRestore`;
+* ``state``: the `TrainState` of every run (params, optimizer state, lag state, env
+  states, RNG keys, observation statistics, iteration counters, algo_state), saved with
+  `StandardSave` and restored exactly with `StandardRestore`;
 * ``host``: a small JSON dict of what the host loop needs to continue exactly (chunk
   counter, timers, the byte length of metrics.jsonl at that point, the latest evaluation).
 
 Atomicity comes from orbax: a step is written into ``<T>.orbax-checkpoint-tmp-*`` and
 renamed to ``<T>`` only once complete, so a kill at any instant leaves every finished
 step readable and the half-written one invisible. A step that is there but cannot be
-read (corrupted on disk) is skipped with a warning in favour of the one before it.
+read (corrupted on disk) is skipped with a warning in favour of the one before it. A
+step whose `TrainState` has other fields than this version's (written by another version
+of jaxvaco) is refused with a `RunFileError` and kept.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import warnings
 from pathlib import Path
 from typing import Any
 
-from jaxvaco.config import ALGOS, TrainConfig, to_dict
+from jaxvaco.config import ALGOS, RunFileError, TrainConfig, to_dict
 
 RESUMABLE_CHANGES = ("progress", "results_dir", "run_name")
 """Config fields that may differ on resume: they change where and how a run is shown, not
@@ -61,7 +64,9 @@ class Checkpointer:
         self.directory = Path(directory).absolute()
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
                                                cleanup_tmp_directories=True)
-        self._manager = ocp.CheckpointManager(self.directory, options=options)
+        handlers = {"state": ocp.StandardCheckpointHandler(), "host": ocp.JsonCheckpointHandler()}
+        self._manager = ocp.CheckpointManager(self.directory, options=options,
+                                              item_handlers=handlers)
         self.last_saved: int | None = self._manager.latest_step()
 
     def steps(self) -> list[int]:
@@ -82,10 +87,12 @@ class Checkpointer:
         """(step, state, host) of the newest readable checkpoint; None when there is none.
 
         Unreadable newer steps are reported with a warning and deleted, so the run
-        continuing from an older one can write its own steps there again.
+        continuing from an older one can write its own steps there again. A step of
+        another `TrainState` layout raises `RunFileError` (see `check_layout`).
         """
         args = self._ocp.args
         for step in reversed(self.steps()):
+            self.check_layout(step, abstract_state)
             try:
                 out = self._manager.restore(step, args=args.Composite(
                     state=args.StandardRestore(abstract_state), host=args.JsonRestore()))
@@ -98,6 +105,23 @@ class Checkpointer:
             self.last_saved = step
             return step, out.state, dict(out.host)
         return None
+
+    def check_layout(self, step: int, abstract_state: Any) -> None:
+        """Refuse (RunFileError, one line) a step whose state has other top-level fields
+        than `abstract_state`: another version of jaxvaco wrote it, and restoring it would
+        fail as if it were corrupted. A step whose layout cannot be read is left to
+        `restore`, which reports it as unreadable."""
+        try:
+            saved = set(self._manager.item_metadata(step)["state"].keys())
+        except Exception:  # noqa: BLE001 - unreadable: restore says so and falls back
+            return
+        expected = {field.name for field in dataclasses.fields(abstract_state)}
+        if saved != expected:
+            raise RunFileError(
+                f"Checkpoint {self.directory / str(step)} was written by another version of "
+                f"jaxvaco (its TrainState has {sorted(saved - expected)} where this one has "
+                f"{sorted(expected - saved)}), so it cannot be resumed here: resume it with "
+                "the version that wrote it, or start a new run.")
 
     def close(self) -> None:
         """Wait for pending writes to finish."""

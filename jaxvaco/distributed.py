@@ -11,13 +11,15 @@
   Minibatches (`distributed.shuffle`): "global" (default) gathers the batch on every
   device, shuffles all N envs with the same key as the single-device run and gives device
   d the d-th slice of each minibatch; advantage normalisation and VACO's batch filter
-  reduce over the whole minibatch (`minibatch_mean`). "local" shuffles and normalises
-  each device's own envs (no batch all-gather: less memory and communication).
+  reduce over the whole minibatch (the losses' `batch_mean`, here `minibatch_mean`).
+  "local" shuffles and normalises each device's own envs (no batch all-gather: less memory
+  and communication).
   Delayed sync (spec §1.1): the actors on device d act with θ_{T−k_d(T)}, the learner's
   parameters from their last refresh, k_d(T) = min((T + d·stagger) mod S, T); S = 1 is
-  ordinary synchronous training. This lag is exclusive with the lag ring buffer (`lag.*`).
-  The state keeps its single-device layout ([N, ...] envs), so the runner, checkpoints and
-  evaluation need no change; only `actors` [D, ...] is added.
+  ordinary synchronous training. This lag is exclusive with the lag ring buffer (`lag.*`):
+  both are `jaxvaco.lag.LagModel`s (`delayed_sync` here), and `TrainState.lag` holds the
+  actor copies [D, ...]. The state otherwise keeps its single-device layout ([N, ...]
+  envs), so the runner, checkpoints and evaluation need no change.
 - **seeds**: the runs (seeds × grid) are independent; `runs_sharding` shards their leading
   axis over the devices and XLA partitions the vmapped program with no communication.
 
@@ -47,6 +49,7 @@ import jax.numpy as jnp
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from jaxvaco.config import ConfigError, DistributedConfig, TrainConfig
+from jaxvaco.lag import Behaviour, LagModel
 
 AXIS = "envs"
 """Name of the mesh axis that splits the envs (data parallelism) or the runs."""
@@ -108,17 +111,21 @@ def sync_delay(iteration: jax.Array, device: jax.Array, dist: DistributedConfig)
     return jnp.minimum((iteration + offset) % dist.sync_interval, iteration).astype(jnp.int32)
 
 
-def sync_actors(actors: Any, params: Any, iteration: jax.Array, dist: DistributedConfig,
-                axis: str) -> tuple[Any, jax.Array, Any]:
-    """Inside shard_map: refresh this device's actor copy [1, ...] from the learner when due.
+def delayed_sync(dist: DistributedConfig, axis: str) -> LagModel:
+    """Spec §1.1's lag across devices [ours], a `LagModel`: actors that refresh their copy
+    of the learner's parameters every S iterations (`sync_delay`), so that device d's act
+    with θ_{T−k_d(T)}, delays [k_d].
 
-    Returns the new copy [1, ...], the delay k_d [1] and the behaviour parameters (the copy
-    without its device axis).
+    Its state is the copies, [D, ...] outside shard_map and this device's [1, ...] inside
+    it (`state_specs` splits it); `behaviour` runs inside shard_map over `axis`.
     """
-    delay = sync_delay(iteration, jax.lax.axis_index(axis), dist)
-    refresh = delay == 0
-    actors = jax.tree.map(lambda a, p: jnp.where(refresh, p[None], a), actors, params)
-    return actors, delay[None], jax.tree.map(lambda a: a[0], actors)
+
+    def behaviour(actors, params, iteration, key, lag_delay):
+        delay = sync_delay(iteration, jax.lax.axis_index(axis), dist)
+        actors = jax.tree.map(lambda a, p: jnp.where(delay == 0, p[None], a), actors, params)
+        return Behaviour(jax.tree.map(lambda a: a[0], actors), delay[None], actors)
+
+    return LagModel(lambda params: init_actors(params, dist.num_devices), behaviour)
 
 
 def minibatch_axis(config: TrainConfig) -> str | None:
@@ -147,9 +154,10 @@ def env_keys(key: jax.Array, num_envs: int, axis: str | None) -> jax.Array:
     return local_part(jax.random.split(key, num_envs), axis, dim=0)
 
 
-def minibatch_mean(x: jax.Array, axis: str | None) -> jax.Array:
-    """Mean of `x` over a minibatch spread evenly over the devices (plain mean on one)."""
-    return mean(x.mean(), axis)
+def minibatch_mean(axis: str | None) -> Callable[[jax.Array], jax.Array]:
+    """The losses' `batch_mean`: the mean over a minibatch spread evenly over the devices
+    of `axis` (the mean of the device means); `jnp.mean` on one device."""
+    return jnp.mean if axis is None else lambda x: jax.lax.pmean(x.mean(), axis)
 
 
 def mean(tree: Any, axis: str | None) -> Any:
@@ -171,11 +179,12 @@ def reduce_metrics(metrics: dict, axis: str | None) -> dict:
 
 
 def state_specs(state: Any) -> Any:
-    """PartitionSpecs of a TrainState: envs and actor copies split, everything else replicated."""
+    """PartitionSpecs of a TrainState: envs and the lag state (the actor copies of
+    `delayed_sync`) split, everything else replicated."""
     split = lambda tree: jax.tree.map(lambda _: PartitionSpec(AXIS), tree)  # noqa: E731
     replicated = jax.tree.map(lambda _: PartitionSpec(), state)
     return replicated.replace(obs=PartitionSpec(AXIS), env_state=split(state.env_state),
-                              actors=split(state.actors))
+                              lag=split(state.lag))
 
 
 def shard_envs(train_chunk: Callable, mesh: Mesh) -> Callable:

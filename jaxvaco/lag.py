@@ -1,6 +1,21 @@
-"""The simulated policy-lag model (spec §1.1, [ours]): a ring buffer of past parameters.
+"""Policy lag (spec §1.1, [ours]): one interface, the parameters the actors act with.
 
-The buffer holds B = max_delay + 1 snapshots in the jitted loop's carry, stacked on a
+A `LagModel` is a pair of pure functions, like optax's init/update:
+
+    state = model.init(θ_0)
+    behaviour = model.behaviour(state, θ_T, T, key, lag_delay)  # Behaviour(params, delays, state)
+
+`behaviour.delays[g] = k` says that actor group g acts with θ_{T−k}, the learner's
+parameters k iterations (k·E·M optimizer updates) before the current iteration T; k ≤ T,
+so no group reaches back before θ_0. The trainer carries `state` in its loop and picks
+the implementation once, when it is wired:
+
+- `NO_LAG`: the actors act with θ_T itself (state None, delays [0]);
+- `ring_buffer` (this module): a ring buffer of past parameters in one program, below;
+- `jaxvaco.distributed.delayed_sync`: each device's actors refresh their copy of the
+  learner's parameters every S iterations.
+
+The ring buffer holds B = max_delay + 1 snapshots in the jitted loop's carry, stacked on a
 leading axis; at the start of iteration T the learner's θ_T is written to slot T mod B,
 so slots hold θ_T, θ_{T−1}, ..., θ_{T−B+1}. Actor group g then acts with
 θ_{T−d_g}, d_g = min(k_g(T), T): the clamp gives θ_0 early in training. Memory is
@@ -9,10 +24,52 @@ B × (parameter count), independent of the batch.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+
+
+class Behaviour(NamedTuple):
+    """What a lag model gives the actors in iteration T."""
+
+    params: Any  # stacked per actor group [G, ...] (ring buffer), else one θ unstacked
+    delays: jax.Array  # int32 [G] (or [1]): group g acts with θ_{T−delays[g]}
+    state: Any  # the lag state to carry into iteration T + 1
+
+
+class LagModel(NamedTuple):
+    """Where the actors' parameters come from: `init(θ_0) -> state` and
+    `behaviour(state, θ_T, T, key, lag_delay) -> Behaviour`, both pure.
+
+    `lag_delay` is this run's K (`Hyperparams.lag_delay`, traced, so K can be vmapped),
+    which the delay schedules read; `key` draws random delays. Implementations that need
+    neither ignore them.
+    """
+
+    init: Callable[[Any], Any]
+    behaviour: Callable[[Any, Any, jax.Array, jax.Array, jax.Array], Behaviour]
+
+
+def _current(state, params, iteration, key, lag_delay) -> Behaviour:
+    return Behaviour(params, jnp.zeros((1,), jnp.int32), None)
+
+
+NO_LAG = LagModel(lambda params: None, _current)
+"""β = π_T: the actors act with the learner's current parameters."""
+
+
+def ring_buffer(max_delay: int, mode: str, num_groups: int) -> LagModel:
+    """G actor groups acting with θ_{T−k_g}, k_g from `sample_delays`, out of a ring buffer
+    of max_delay + 1 snapshots (the largest K a run of this program can ask for)."""
+
+    def behaviour(history, params, iteration, key, lag_delay):
+        history = push(history, params, iteration)
+        delays = sample_delays(key, mode, num_groups, lag_delay, iteration)
+        return Behaviour(gather(history, iteration, delays), delays, history)
+
+    return LagModel(lambda params: init_history(params, max_delay), behaviour)
 
 
 def init_history(params: Any, max_delay: int) -> Any:

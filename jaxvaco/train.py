@@ -3,7 +3,7 @@
 One learner iteration (spec §1.1) is the composition of module-level stages, each a pure
 function of one static `Setup` record and arrays:
 
-    behaviour  = select_behaviour(setup, state, hp, key)   # lag ring buffer | device sync
+    behaviour  = select_behaviour(setup, state, hp, key)   # setup.lag: ring buffer | sync | θ_T
     traj       = collect(setup, state, behaviour.params, key)
     view       = learner_view(setup, state.params, traj)   # π_T, V_T where needed
     batch      = estimate(setup, traj, behaviour.params, view, hp)   # critic × estimator
@@ -35,6 +35,7 @@ from jaxvaco.envs import VecEnv, make_env
 from jaxvaco.envs.base import EnvSpec, VecEnvState
 from jaxvaco.estimators import Targets, gae, vtrace
 from jaxvaco.hparams import Hyperparams
+from jaxvaco.lag import Behaviour, LagModel
 from jaxvaco.networks import ActorCritic, greedy_action, make_network
 from jaxvaco.normalize import (
     RunningMeanStd,
@@ -52,11 +53,10 @@ class TrainState:
     obs: jax.Array  # [N, *obs_shape] raw observations to act on next
     env_state: VecEnvState
     obs_stats: RunningMeanStd
-    history: Any  # ring buffer of past params [B, ...]; None without lag
+    lag: Any  # `Setup.lag`'s state: ring buffer [B, ...], actor copies [D, ...], or None
     algo_state: dict
     key: jax.Array
     iteration: jax.Array  # int32: learner iterations done so far (T)
-    actors: Any = None  # per-device actor copies [D, ...] (jaxvaco.distributed); else None
 
 
 class Rollout(NamedTuple):
@@ -147,6 +147,7 @@ class Setup(NamedTuple):
     env: VecEnv  # this device's N/D envs
     network: ActorCritic
     algorithm: Algorithm
+    lag: LagModel  # where the actors' parameters come from (`lag_model`)
     axis: str | None  # mesh axis of env-sharded learners; None on one device
     mb_axis: str | None  # the axis a minibatch is spread over ("global" shuffle), or None
 
@@ -169,15 +170,6 @@ class Setup(NamedTuple):
         return jnp.arange(0, self.env.num_envs, self.config.num_minibatches)
 
 
-class Behaviour(NamedTuple):
-    """The lag stage's output: the parameters the actors act with and their delays."""
-
-    params: Any  # [G, ...] per actor group when lagged, else the learner's θ_T
-    delays: jax.Array  # int32 [G] (or [1]): iterations each group lags
-    history: Any  # the ring buffer after writing θ_T (None without lag)
-    actors: Any  # per-device actor copies after the sync (None on one device)
-
-
 class LearnerView(NamedTuple):
     """The learner's π_T and V_T on the batch where the algorithm reads them (else None)."""
 
@@ -187,20 +179,20 @@ class LearnerView(NamedTuple):
     metric_logp: jax.Array  # log π_T(a|s) on `Setup.metric_envs`, for the TV metrics
 
 
+def lag_model(config: TrainConfig, axis: str | None) -> LagModel:
+    """The lag implementation of this config, chosen once: the ring buffer (`--lag.*`),
+    delayed sync of the devices' actors (`--distributed.*` over envs), or none."""
+    if config.lag.max_delay > 0:
+        return lag.ring_buffer(config.lag.max_delay, config.lag.mode, config.lag.num_groups)
+    if axis:
+        return distributed.delayed_sync(config.distributed, axis)
+    return lag.NO_LAG
+
+
 def select_behaviour(setup: Setup, state: TrainState, hp: Hyperparams,
                      key: jax.Array) -> Behaviour:
-    """Lag stage: θ_{T−k_g} from the ring buffer, the devices' synced copies, or θ_T."""
-    config = setup.config
-    if setup.lagged:
-        history = lag.push(state.history, state.params, state.iteration)
-        delays = lag.sample_delays(key, config.lag.mode, setup.num_groups, hp.lag_delay,
-                                   state.iteration)
-        return Behaviour(lag.gather(history, state.iteration, delays), delays, history, None)
-    if setup.axis:
-        actors, delays, params = distributed.sync_actors(
-            state.actors, state.params, state.iteration, config.distributed, setup.axis)
-        return Behaviour(params, delays, None, actors)
-    return Behaviour(state.params, jnp.zeros((1,), jnp.int32), None, None)
+    """Lag stage: the actors' θ_{T−k_g} and k_g from `setup.lag`, and its next state."""
+    return setup.lag.behaviour(state.lag, state.params, state.iteration, key, hp.lag_delay)
 
 
 def act(network: ActorCritic, params: Any, obs: jax.Array, key: jax.Array):
@@ -306,7 +298,7 @@ def sgd_step(setup: Setup, carry, mb: Batch, hp: Hyperparams, algo_state: dict,
     params, opt_state = carry
     grads, metrics = jax.grad(total_loss, has_aux=True)(
         params, setup.network.apply, mb, hp, algo_state, setup.algorithm,
-        setup.config.norm_adv, setup.mb_axis)
+        setup.config.norm_adv, distributed.minibatch_mean(setup.mb_axis))
     grads = distributed.mean(grads, setup.axis)
     updates, opt_state = make_optimizer(hp).update(grads, opt_state, params)
     updates = jax.tree.map(lambda u: -lr * u, updates)
@@ -373,9 +365,9 @@ def iteration(setup: Setup, state: TrainState, hp: Hyperparams) -> tuple[TrainSt
                                          distributed.gather_envs(traj.raw_obs, setup.axis))
     new_state = state.replace(
         params=params, opt_state=opt_state, obs=obs, env_state=env_state,
-        obs_stats=obs_stats, history=behaviour.history, key=key,
+        obs_stats=obs_stats, lag=behaviour.state, key=key,
         algo_state=setup.algorithm.update_state(state.algo_state, metrics, hp),
-        iteration=state.iteration + 1, actors=behaviour.actors)
+        iteration=state.iteration + 1)
     return new_state, metrics
 
 
@@ -393,23 +385,20 @@ def train_chunk(setup: Setup, state: TrainState, hp: Hyperparams, num_iterations
 
 
 def init_state(setup: Setup, init_env: VecEnv, key: jax.Array, hp: Hyperparams) -> TrainState:
-    """θ_0, the optimizer, the envs reset (all N of them), the lag buffer or actor copies."""
-    config = setup.config
+    """θ_0, the optimizer, the envs reset (all N of them), the lag state."""
     k_params, k_env, key = jax.random.split(key, 3)
     obs, env_state = init_env.reset(k_env)
     params = setup.network.init(k_params, obs[:1])
-    devices = config.distributed.num_devices if setup.axis else 1
     return TrainState(
         params=params,
         opt_state=make_optimizer(hp).init(params),
         obs=obs,
         env_state=env_state,
         obs_stats=init_running_stats(init_env.spec.obs_shape),
-        history=lag.init_history(params, config.lag.max_delay) if setup.lagged else None,
+        lag=setup.lag.init(params),
         algo_state=setup.algorithm.init_state(hp),
         key=key,
         iteration=jnp.zeros((), jnp.int32),
-        actors=distributed.init_actors(params, devices) if setup.axis else None,
     )
 
 
@@ -447,7 +436,7 @@ def make_train(config: TrainConfig) -> Trainer:
     make = functools.partial(make_env, config.env, brax_backend=config.brax_backend)
     env: VecEnv = make(config.num_envs // devices)
     network = make_network(env.spec, config.hidden_sizes, config.activation)
-    setup = Setup(config, env, network, make_algorithm(config), axis,
+    setup = Setup(config, env, network, make_algorithm(config), lag_model(config, axis), axis,
                   distributed.minibatch_axis(config))
     chunk = functools.partial(train_chunk, setup)
     if axis:

@@ -22,10 +22,12 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
+from flax import struct
 
 from jaxvaco import runner
+from jaxvaco.checkpoint import Checkpointer
 from jaxvaco.cli import main
-from jaxvaco.config import ConfigError, EvalConfig, TrainConfig
+from jaxvaco.config import ConfigError, EvalConfig, RunFileError, TrainConfig
 from jaxvaco.run_dir import RunControl, load_run_dir
 from jaxvaco.runner import NonFiniteError
 
@@ -172,6 +174,32 @@ def test_corrupted_newest_checkpoint_falls_back(interrupted, tmp_path):
     assert returncode == 0, stderr
     assert f"{TOTAL_ITERATIONS} is unreadable" in stderr
     assert_same_run(interrupted["ref"], run_dir)
+
+
+def test_checkpoint_of_another_state_layout_is_refused_and_kept(tmp_path):
+    """A TrainState of another version (here the one with `history` and `actors` before
+    the single `lag` field) is not mistaken for a corrupted checkpoint and deleted."""
+    @struct.dataclass
+    class Old:
+        params: jax.Array
+        history: jax.Array
+        actors: jax.Array | None = None
+
+    @struct.dataclass
+    class New:
+        params: jax.Array
+        lag: jax.Array
+
+    store = Checkpointer(tmp_path / "checkpoints", keep=2)
+    store.save(4, Old(jnp.ones(2), jnp.zeros((3, 2))), {"chunk": 2})
+    store.close()
+    store = Checkpointer(tmp_path / "checkpoints", keep=2)
+    with pytest.raises(RunFileError, match=r"checkpoints/4 was written by another version of "
+                       r"jaxvaco \(its TrainState has \['actors', 'history'\] where this one "
+                       r"has \['lag'\]\).*start a new run"):
+        store.restore(jax.eval_shape(lambda: New(jnp.ones(2), jnp.zeros((3, 2)))))
+    assert store.steps() == [4]
+    store.close()
 
 
 def test_changed_config_resume_is_refused(interrupted, capsys):

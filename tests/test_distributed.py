@@ -28,6 +28,7 @@ from jaxvaco.config import (
 )
 
 DEVICES = 4
+SYNC_MODEL_CASES = ((3, True), (4, False))
 
 
 def tiny(**dist) -> TrainConfig:
@@ -36,6 +37,34 @@ def tiny(**dist) -> TrainConfig:
                        update_epochs=2, num_minibatches=2, hidden_sizes=(16, 16),
                        progress=False, eval=EvalConfig(every_chunks=0, num_episodes=4),
                        distributed=DistributedConfig(**dist))
+
+
+def sync_model_run(interval: int, stagger: bool, steps: int) -> dict:
+    """The `delayed_sync` LagModel alone over 4 devices, on a toy pytree with θ_T = T: per
+    iteration, each device's behaviour parameters and delay (run in the worker)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import PartitionSpec
+
+    from jaxvaco.distributed import AXIS, delayed_sync, make_mesh
+
+    config = tiny(num_devices=DEVICES, sync_interval=interval, stagger=stagger)
+    model = delayed_sync(config.distributed, AXIS)
+    theta = lambda t: {"w": jnp.full((2,), t, jnp.float32), "b": jnp.asarray(t, jnp.float32)}  # noqa: E731
+
+    def run(actors):
+        def step(actors, t):
+            got = model.behaviour(actors, theta(t), t, jax.random.PRNGKey(0), jnp.int32(0))
+            return got.state, (jax.tree.map(lambda x: x[None], got.params), got.delays)
+
+        return jax.lax.scan(step, actors, jnp.arange(steps))[1]
+
+    per_step = PartitionSpec(None, AXIS)  # [steps, D, ...]
+    run = jax.shard_map(run, mesh=make_mesh(config), in_specs=PartitionSpec(AXIS),
+                        out_specs=per_step)
+    params, delays = jax.jit(run)(model.init(theta(0)))
+    return {"w": np.asarray(params["w"]).tolist(), "b": np.asarray(params["b"]).tolist(),
+            "delays": np.asarray(delays).tolist()}
 
 
 def worker() -> dict:
@@ -50,6 +79,8 @@ def worker() -> dict:
     jax.config.update("jax_disable_most_optimizations", True)
     out: dict = {"devices": jax.device_count()}
     key = jax.random.PRNGKey(0)
+    out["sync_model"] = {f"{s},{stagger}": sync_model_run(s, stagger, steps=8)
+                         for s, stagger in SYNC_MODEL_CASES}
 
     # S = 1: 4 devices equal 1 device, with 2 minibatches per epoch (the "global" shuffle),
     # advantage normalisation on, and VACO's batch filter firing (δ small).
@@ -97,7 +128,7 @@ def worker() -> dict:
         tv_sum += float(sums["tv/backward"])
         for d in range(DEVICES):
             last = max(s for s in range(t + 1) if int(sync_delay(s, d, config.distributed)) == 0)
-            actor = jax.tree.map(lambda a, d=d: a[d], state.actors)
+            actor = jax.tree.map(lambda a, d=d: a[d], state.lag)
             exact &= all(np.array_equal(a, b) for a, b in zip(leaves(actor),
                                                              leaves(learner[last]), strict=True))
         learner.append(state.params)
@@ -177,6 +208,21 @@ def test_local_shuffle_is_a_different_update(found):
 
 def test_sync_every_iteration_has_no_lag(found):
     assert found["sync1"] == {"lag/iterations": 0.0, "tv/backward": 0.0}
+
+
+@pytest.mark.parametrize("interval, stagger", SYNC_MODEL_CASES)
+def test_delayed_sync_acts_with_the_params_of_the_last_refresh(found, interval, stagger):
+    """The LagModel on a toy pytree (θ_T = T): device d gets θ of its last refresh, a
+    plain-Python simulation of the copies (refreshed when (T + d·stagger) mod S = 0,
+    θ_0 before), and its delay says how old that is."""
+    got = found["sync_model"][f"{interval},{stagger}"]
+    held = [0] * DEVICES
+    for t in range(len(got["b"])):
+        for d in range(DEVICES):
+            if (t + (d if stagger else 0)) % interval == 0:
+                held[d] = t
+        assert got["b"][t] == held and got["w"][t] == [[h, h] for h in held]
+        assert got["delays"][t] == [t - h for h in held]
 
 
 def test_actors_hold_learner_params_of_last_refresh(found):

@@ -1,4 +1,5 @@
-"""Unit tests of the policy-lag ring buffer and delay sampler (`jaxvaco.lag`, spec §1.1).
+"""Unit tests of the policy-lag ring buffer, delay sampler and `LagModel` implementations
+(`jaxvaco.lag`, spec §1.1).
 
 References are plain Python: a list of every parameter snapshot pushed so far, and the
 delay rules of the spec written out with Python integers.
@@ -124,3 +125,50 @@ def test_spread_delays(num_groups, max_delay):
 def test_unknown_mode_raises():
     with pytest.raises(ValueError, match="unknown lag mode"):
         lag.sample_delays(KEYS[0], "bogus", 2, jnp.int32(1), jnp.int32(3))
+
+
+# ------------------------------------------------------------- the LagModel interface
+# Each implementation driven through init/behaviour with θ_T = T on a toy pytree, so the
+# parameters an actor group gets name the iteration they are from. The device-sync one,
+# which needs a device axis, is tested the same way in tests/test_distributed.py.
+
+
+def theta(t) -> dict:
+    """A toy parameter pytree whose every value is t: θ_t, the learner after t iterations."""
+    return {"w": jnp.full((2,), t, jnp.float32), "b": jnp.asarray(t, jnp.float32)}
+
+
+def drive(model: lag.LagModel, steps: int, lag_delay: int) -> list[tuple]:
+    """(behaviour params, delays) for T = 0..steps−1, the learner's θ_T = T."""
+    behaviour = jax.jit(model.behaviour)
+    state, out = model.init(theta(0)), []
+    for t in range(steps):
+        got = behaviour(state, theta(t), jnp.int32(t), KEYS[t], jnp.int32(lag_delay))
+        state = got.state
+        out.append((got.params, np.asarray(got.delays)))
+    return out
+
+
+def test_no_lag_acts_with_the_learner():
+    for t, (params, delays) in enumerate(drive(lag.NO_LAG, 4, lag_delay=3)):
+        assert_tree_equal(params, theta(t))
+        np.testing.assert_array_equal(delays, [0])
+
+
+@pytest.mark.parametrize("mode", ["fixed", "uniform", "spread"])
+@pytest.mark.parametrize("lag_delay", [0, 2, 3])
+def test_ring_buffer_acts_with_the_params_of_delay_iterations_ago(mode, lag_delay):
+    """Group g gets θ_{T−k_g}; with the fixed schedule that is θ_{max(T − K, 0)}."""
+    groups = 3
+    model = lag.ring_buffer(max_delay=3, mode=mode, num_groups=groups)
+    for t, (params, delays) in enumerate(drive(model, 9, lag_delay)):
+        assert delays.shape == (groups,) and ((0 <= delays) & (delays <= min(lag_delay, t))).all()
+        if mode == "fixed":
+            np.testing.assert_array_equal(delays, [min(lag_delay, t)] * groups)
+        if mode == "spread":
+            expected = [min(round(g * lag_delay / (groups - 1)), t) for g in range(groups)]
+            np.testing.assert_array_equal(delays, expected)
+        for g in range(groups):
+            assert_tree_equal(jax.tree.map(lambda x, g=g: x[g], params), theta(t - delays[g]))
+        if mode == "fixed":
+            np.testing.assert_array_equal(params["b"], [max(t - lag_delay, 0)] * groups)

@@ -92,7 +92,7 @@ def test_ppo_policy_loss_clips_on_its_anchor(anchor):
     batch = make_batch(logp_learner, logp_behavior)
     ref, clipped, grad = ppo_reference(logp, logp_learner if anchor == "learner"
                                        else logp_behavior, adv, EPS)
-    loss_fn = lambda lp: algo.policy_loss(lp, f32(adv), batch, hp, {})
+    loss_fn = lambda lp: algo.policy_loss(lp, f32(adv), batch, hp, {}, jnp.mean)
     (loss, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(f32(logp))
     close(loss, np.mean(ref))
     close(metrics["filter/fraction"], clipped.mean())
@@ -137,7 +137,7 @@ def test_ppo_kl_algorithm_state():
         state = algo.init_state(hp)
         close(state["kl_coef"], 0.3)
         batch = make_batch(logp_behavior, logp_behavior)
-        loss, metrics = algo.policy_loss(f32(logp), f32(adv), batch, hp, state)
+        loss, metrics = algo.policy_loss(f32(logp), f32(adv), batch, hp, state, jnp.mean)
         r = np.exp(logp - logp_behavior)
         kl = np.mean((r - 1) - np.log(r))
         close(loss, -np.mean(r * adv) + 0.3 * kl)
@@ -168,7 +168,7 @@ def test_spo_surrogate_value_and_gradient(seed):
     config = config_with(algo="spo", clip_coef=EPS)
     hp = hyperparams_from_config(config)
     loss2, metrics = spo.make(config).policy_loss(
-        f32(logp), f32(adv), make_batch(logp_behavior, logp_behavior), hp, {})
+        f32(logp), f32(adv), make_batch(logp_behavior, logp_behavior), hp, {}, jnp.mean)
     close(loss2, ref)
     close(metrics["filter/fraction"], np.mean(np.abs(r - 1) > EPS))
 
@@ -240,7 +240,7 @@ def test_vaco_policy_loss(anchor, kind, delta_case):
     other = logp_behavior if anchor == "learner" else logp_learner
     if kind == "sample" and delta_case == "above":
         assert (vaco_mask_reference(logp - other, adv, delta, kind) != m).any()
-    loss_fn = lambda lp: algo.policy_loss(lp, f32(adv), batch, hp, {})
+    loss_fn = lambda lp: algo.policy_loss(lp, f32(adv), batch, hp, {}, jnp.mean)
     (loss, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(f32(logp))
     close(loss, -np.mean(m * r * adv))
     close(metrics["filter/fraction"], 1 - m.mean())
@@ -287,7 +287,7 @@ def test_vaco_sample_filter_gradient_equals_ppo_clip(seed):
         hp = hyperparams_from_config(config)
         algo = make(config)
         grads.append(jax.grad(lambda lp, a=algo, h=hp: a.policy_loss(
-            lp, f32(adv), batch, h, {})[0])(f32(logp)))
+            lp, f32(adv), batch, h, {}, jnp.mean)[0])(f32(logp)))
     np.testing.assert_allclose(np.asarray(grads[0]), np.asarray(grads[1]), rtol=1e-5, atol=1e-8)
 
 
@@ -301,7 +301,7 @@ def test_impala_policy_loss():
     algo = impala.make(config)
     assert algo.recompute_vtrace
     fn = lambda lp: algo.policy_loss(lp, f32(adv), make_batch(logp_learner, logp_behavior),
-                                     hp, {})[0]
+                                     hp, {}, jnp.mean)[0]
     loss, g = jax.value_and_grad(fn)(f32(logp))
     close(loss, -np.mean(logp * adv))
     close(g, -adv / logp.size)

@@ -31,6 +31,7 @@ from jaxvaco.train import (
     collect,
     estimate,
     init_state,
+    lag_model,
     learner_view,
     select_behaviour,
 )
@@ -42,7 +43,8 @@ TOL = 2e-5
 
 def setup_for(config: TrainConfig, env=None) -> Setup:
     network = make_network(make_env(config.env, 1).spec, (8,), "tanh")
-    return Setup(config, env, network, make_algorithm(config), None, None)
+    return Setup(config, env, network, make_algorithm(config), lag_model(config, None), None,
+                 None)
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +172,7 @@ def cartpole_setup(**changes) -> tuple[Setup, object]:
     config = dataclasses.replace(TrainConfig(num_envs=4, num_steps=5), **changes)
     env = make_env(config.env, config.num_envs)
     setup = Setup(config, env, make_network(env.spec, (8,), "tanh"), make_algorithm(config),
-                  None, None)
+                  lag_model(config, None), None, None)
     state = init_state(setup, env, jax.random.PRNGKey(0), hyperparams_from_config(config))
     return setup, state
 
@@ -179,7 +181,7 @@ def test_select_behaviour_without_lag_is_the_learner():
     setup, state = cartpole_setup()
     out = select_behaviour(setup, state, hyperparams_from_config(setup.config),
                            jax.random.PRNGKey(1))
-    assert out.params is state.params and out.history is None
+    assert out.params is state.params and out.state is None
     np.testing.assert_array_equal(out.delays, [0])
 
 
@@ -188,10 +190,10 @@ def test_select_behaviour_reads_the_ring_buffer():
     setup, state = cartpole_setup(lag=LagConfig(max_delay=3, mode="spread", num_groups=4))
     snapshots = [jax.tree.map(lambda p, i=i: jnp.full_like(p, i), state.params)
                  for i in range(6)]
-    history = state.history
+    history = state.lag
     for t in range(5):  # θ_0..θ_4 pushed at T = 0..4; T = 5 is the current iteration
         history = lag.push(history, snapshots[t], jnp.int32(t))
-    state = state.replace(history=history, params=snapshots[5], iteration=jnp.int32(5))
+    state = state.replace(lag=history, params=snapshots[5], iteration=jnp.int32(5))
     out = select_behaviour(setup, state, hyperparams_from_config(setup.config),
                            jax.random.PRNGKey(0))
     np.testing.assert_array_equal(out.delays, [0, 1, 2, 3])

@@ -191,7 +191,7 @@ def slow_unless(value, fast):
 def test_k0_is_synchronous(algo):
     ref = jitted(tiny(algo=algo))
     state = ref.start(0)
-    assert state.history is None
+    assert state.lag is None
     for _ in range(2):
         state, sums = ref.step(state, 1)
         assert_finite(sums)
@@ -244,10 +244,10 @@ def test_behaviour_params_come_from_t_minus_k(mode):
         assert sums["lag/iterations"] == pytest.approx(delays.mean())
         # ring buffer: slot (T − j) mod (K+1) holds θ_{T−j}
         for j in range(min(K, T) + 1):
-            slot = jax.tree.map(lambda h, s=(T - j) % (K + 1): h[s], state.history)
+            slot = jax.tree.map(lambda h, s=(T - j) % (K + 1): h[s], state.lag)
             for x, y in zip(leaves(slot), leaves(recorded[T - j]), strict=True):
                 np.testing.assert_array_equal(x, y)
-        behaviour = lag.gather(state.history, jnp.int32(T), jnp.asarray(delays))
+        behaviour = lag.gather(state.lag, jnp.int32(T), jnp.asarray(delays))
         for g in range(G):
             want = recorded[max(T - int(delays[g]), 0)]
             got = jax.tree.map(lambda x, g=g: x[g], behaviour)
@@ -289,16 +289,16 @@ def test_history_size_independent_of_batch():
     big = state_shapes(tiny(num_envs=32, num_steps=64, num_minibatches=4,
                             total_timesteps=32 * 64, lag=LagConfig(max_delay=3, num_groups=4)))
     assert small.obs.shape != big.obs.shape  # the batches differ ...
-    hist_small = [(x.shape, x.dtype) for x in jax.tree.leaves(small.history)]
-    hist_big = [(x.shape, x.dtype) for x in jax.tree.leaves(big.history)]
+    hist_small = [(x.shape, x.dtype) for x in jax.tree.leaves(small.lag)]
+    hist_big = [(x.shape, x.dtype) for x in jax.tree.leaves(big.lag)]
     assert hist_small == hist_big  # ... the buffer does not
-    for h, p in zip(jax.tree.leaves(small.history), jax.tree.leaves(small.params), strict=True):
+    for h, p in zip(jax.tree.leaves(small.lag), jax.tree.leaves(small.params), strict=True):
         assert h.shape == (4,) + p.shape
     n_params = sum(math.prod(p.shape) for p in jax.tree.leaves(small.params))
-    assert sum(math.prod(h.shape) for h in jax.tree.leaves(small.history)) == 4 * n_params
+    assert sum(math.prod(h.shape) for h in jax.tree.leaves(small.lag)) == 4 * n_params
     k6 = state_shapes(tiny(lag=LagConfig(max_delay=6, num_groups=2)))
-    assert {h.shape[0] for h in jax.tree.leaves(k6.history)} == {7}
-    assert state_shapes(tiny()).history is None
+    assert {h.shape[0] for h in jax.tree.leaves(k6.lag)} == {7}
+    assert state_shapes(tiny()).lag is None
 
 
 # ------------------------------------------------------------- every algorithm, K = 2

@@ -3,10 +3,11 @@
 An algorithm is a small record: which critic and estimator its per-iteration estimate
 uses, the anchor of its ratio, and a pure policy-loss function with one signature,
 
-    policy_loss(logp, advantages, batch, hp, algo_state) -> (loss, metrics)
+    policy_loss(logp, advantages, batch, hp, algo_state, batch_mean) -> (loss, metrics)
 
-where `logp` = log π_θ(a|s) of the parameters being optimised. The value loss and the
-entropy bonus are common to all:
+where `logp` = log π_θ(a|s) of the parameters being optimised and `batch_mean` the mean
+over the whole minibatch, for any statistic that must be minibatch-wide (`BatchMean`).
+The value loss and the entropy bonus are common to all:
 
     L = L_pg + c_v·½·mean((V_θ(s) − v_t)²) − c_e·mean(H[π_θ(·|s)])
 
@@ -23,7 +24,6 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxvaco.distributed import minibatch_mean
 from jaxvaco.estimators import vtrace
 from jaxvaco.hparams import Hyperparams
 from jaxvaco.primitives import k3
@@ -48,8 +48,15 @@ class Batch:
     pg_weights: jax.Array | None = None  # ρ_t applied after normalisation; None = 1
 
 
+BatchMean = Callable[[jax.Array], jax.Array]
+"""The mean of a per-sample array over the whole minibatch: `jnp.mean` on one device; when
+a minibatch is spread over devices, the trainer passes the mean over all of them. The
+losses' only collective: a loss's own `jnp.mean` is this device's, whose gradient the
+trainer averages over the devices."""
+
 PolicyLoss = Callable[
-    [jax.Array, jax.Array, Batch, Hyperparams, dict], tuple[jax.Array, dict[str, jax.Array]]
+    [jax.Array, jax.Array, Batch, Hyperparams, dict, BatchMean],
+    tuple[jax.Array, dict[str, jax.Array]],
 ]
 
 
@@ -111,10 +118,11 @@ def anchor_logp(batch: Batch, anchor: str) -> jax.Array:
     return batch.logp_learner if anchor == "learner" else batch.logp_behavior
 
 
-def normalize_advantages(advantages: jax.Array, axis: str | None = None) -> jax.Array:
-    """(Â − mean Â) / (std Â + 1e-8) over the minibatch (spread over the devices of `axis`)."""
-    mean = minibatch_mean(advantages, axis)
-    std = jnp.sqrt(minibatch_mean(jnp.square(advantages - mean), axis))
+def normalize_advantages(advantages: jax.Array, batch_mean: BatchMean = jnp.mean
+                         ) -> jax.Array:
+    """(Â − mean Â) / (std Â + 1e-8) over the whole minibatch."""
+    mean = batch_mean(advantages)
+    std = jnp.sqrt(batch_mean(jnp.square(advantages - mean)))
     return (advantages - mean) / (std + 1e-8)
 
 
@@ -126,13 +134,13 @@ def total_loss(
     algo_state: dict,
     algo: Algorithm,
     norm_adv: bool,
-    axis: str | None = None,
+    batch_mean: BatchMean = jnp.mean,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """The loss of one minibatch and its metrics.
 
-    `axis`: the mesh axis a minibatch is spread over ("global" shuffle), for the
-    minibatch-wide advantage normalisation; the loss itself is this device's mean, whose
-    gradient the trainer averages over the devices.
+    `batch_mean` (`BatchMean`) serves the minibatch-wide advantage normalisation and the
+    policy loss; the loss itself is this device's mean, whose gradient the trainer
+    averages over the devices.
     """
     chex.assert_equal_shape([batch.rewards, batch.advantages, batch.targets,
                              batch.logp_behavior, batch.logp_learner])
@@ -148,10 +156,10 @@ def total_loss(
             hp.gamma, hp.gae_lambda, hp.rho_bar, hp.c_bar,
         )
     if norm_adv:
-        advantages = normalize_advantages(advantages, axis)
+        advantages = normalize_advantages(advantages, batch_mean)
     if batch.pg_weights is not None:
         advantages = advantages * batch.pg_weights
-    pg_loss, metrics = algo.policy_loss(logp, advantages, batch, hp, algo_state)
+    pg_loss, metrics = algo.policy_loss(logp, advantages, batch, hp, algo_state, batch_mean)
     value_loss = 0.5 * jnp.mean((values - targets) ** 2)
     entropy = pi.entropy().mean()
     loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy

@@ -18,7 +18,8 @@ from jaxvaco.hparams import Hyperparams
 
 
 def make(config: TrainConfig) -> Algorithm:
-    def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state):
+    def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state,
+                    batch_mean):
         return -jnp.mean(logp * advantages), {"filter/fraction": jnp.zeros(())}
 
     return Algorithm(name="impala", policy_loss=policy_loss, recompute_vtrace=True)

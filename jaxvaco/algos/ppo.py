@@ -24,7 +24,8 @@ from jaxvaco.primitives import clipped_surrogate
 def make(config: TrainConfig) -> Algorithm:
     anchor = config.ppo.anchor
 
-    def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state):
+    def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state,
+                    batch_mean):
         per_sample, clipped = clipped_surrogate(logp, anchor_logp(batch, anchor), advantages,
                                                 hp.clip_coef)
         return per_sample.mean(), {"filter/fraction": clipped.mean()}

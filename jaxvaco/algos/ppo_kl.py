@@ -39,7 +39,8 @@ def make(config: TrainConfig) -> Algorithm:
     initial_coef = config.ppo_kl.kl_coef
     adaptive = config.ppo_kl.adaptive
 
-    def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state):
+    def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state,
+                    batch_mean):
         loss, kl = kl_penalized_surrogate(logp, batch.logp_behavior, advantages,
                                           algo_state["kl_coef"])
         return loss, {"kl/estimate": kl, "kl/coef": algo_state["kl_coef"],

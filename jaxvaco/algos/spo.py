@@ -27,7 +27,8 @@ def spo_surrogate(
 
 
 def make(config: TrainConfig) -> Algorithm:
-    def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state):
+    def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state,
+                    batch_mean):
         outside = jnp.abs(jnp.exp(logp - batch.logp_behavior) - 1.0) > hp.clip_coef
         return spo_surrogate(logp, batch.logp_behavior, advantages, hp.clip_coef), {
             "filter/fraction": outside.mean()}

@@ -16,7 +16,7 @@ Filter [paper: drop per-sample gradients predicted to increase TV beyond δ = 0.
 form [ours]:
 
     r_i = π_θ(a_i|s_i) / anchor(a_i|s_i)      anchor = π_T ("learner") or β ("behavior")
-    tv_i = ½·|r_i − 1|,   D = mean_i tv_i
+    tv_i = ½·|r_i − 1|,   D = mean_i tv_i   (over the whole minibatch: `batch_mean`)
     m_i = 0  if  exceeded_i and Â_i·(r_i − 1) > 0,  else 1
         exceeded_i = D ≥ δ ("batch"),  tv_i ≥ δ ("sample"),  false ("none")
     L_pg = −mean_i(stop_gradient(m_i)·r_i·Â_i)
@@ -29,24 +29,23 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.algos.common import Algorithm, Batch, anchor_logp, from_options
+from jaxvaco.algos.common import Algorithm, Batch, BatchMean, anchor_logp, from_options
 from jaxvaco.config import TrainConfig
-from jaxvaco.distributed import minibatch_axis, minibatch_mean
 from jaxvaco.hparams import Hyperparams
 from jaxvaco.primitives import half_abs_deviation, removed_gradient
 
 
 def tv_filter_mask(
     log_ratio: jax.Array, advantages: jax.Array, delta: jax.Array, kind: str,
-    axis: str | None = None,
+    batch_mean: BatchMean = jnp.mean,
 ) -> jax.Array:
     """m_i ∈ {0, 1}: 0 where the sample's gradient would push TV beyond δ.
 
-    `axis`: the mesh axis the minibatch is spread over, so that D is minibatch-wide.
+    `batch_mean` makes D minibatch-wide when the minibatch is spread over devices.
     """
     tv = half_abs_deviation(log_ratio)
     if kind == "batch":
-        exceeded = jnp.broadcast_to(minibatch_mean(tv, axis) >= delta, tv.shape)
+        exceeded = jnp.broadcast_to(batch_mean(tv) >= delta, tv.shape)
     elif kind == "sample":
         exceeded = tv >= delta
     else:
@@ -56,21 +55,21 @@ def tv_filter_mask(
 
 def filtered_surrogate(
     logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Array, delta: jax.Array, kind: str,
-    axis: str | None = None,
+    batch_mean: BatchMean = jnp.mean,
 ) -> tuple[jax.Array, jax.Array]:
     """(−mean(sg(m)·r·Â), m)."""
     log_ratio = logp - logp_anchor
-    mask = jax.lax.stop_gradient(tv_filter_mask(log_ratio, advantages, delta, kind, axis))
+    mask = jax.lax.stop_gradient(tv_filter_mask(log_ratio, advantages, delta, kind,
+                                                batch_mean))
     return -jnp.mean(mask * jnp.exp(log_ratio) * advantages), mask
 
 
 def make(config: TrainConfig) -> Algorithm:
     options = config.vaco
-    axis = minibatch_axis(config)
 
-    def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state):
+    def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state, batch_mean):
         loss, mask = filtered_surrogate(logp, anchor_logp(batch, options.anchor), advantages,
-                                         hp.delta, options.filter, axis)
+                                         hp.delta, options.filter, batch_mean)
         return loss, {"filter/fraction": 1.0 - mask.mean()}
 
     return from_options("vaco", policy_loss, options, anchor=options.anchor)

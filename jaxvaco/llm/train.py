@@ -132,6 +132,7 @@ def make_rl(model: Transformer, config: RLConfig) -> RL:
     optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                             optax.adam(config.learning_rate))
     use_kl = config.kl_coef > 0
+    lag_model = lag.ring_buffer(config.max_delay, config.lag_mode, num_groups=1)
 
     def logp_of(params, tokens):
         return token_logp(model, params, tokens, config.temperature)
@@ -195,14 +196,13 @@ def make_rl(model: Transformer, config: RLConfig) -> RL:
         return new_params, opt_state, metrics
 
     def init(params, key) -> RLState:
-        return RLState(params, optimizer.init(params), lag.init_history(params, config.max_delay),
-                       jnp.int32(0), key)
+        return RLState(params, optimizer.init(params), lag_model.init(params), jnp.int32(0), key)
 
     def train_step(state: RLState, max_delay, pool: Problems, ref_params):
         key, k_delay, k_iter = jax.random.split(state.key, 3)
-        history = lag.push(state.history, state.params, state.step)
-        delays = lag.sample_delays(k_delay, config.lag_mode, 1, max_delay, state.step)
-        behaviour = jax.tree.map(lambda h: h[0], lag.gather(history, state.step, delays))
+        stacked, delays, history = lag_model.behaviour(state.history, state.params, state.step,
+                                                       k_delay, max_delay)
+        behaviour = jax.tree.map(lambda h: h[0], stacked)
         params, opt_state, metrics = iteration(state.params, state.opt_state, behaviour, k_iter,
                                                pool, ref_params)
         metrics["lag/iterations"] = delays.mean().astype(jnp.float32)
