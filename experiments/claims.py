@@ -332,13 +332,11 @@ def measure_ablation(ctx: Context, folder: Path | None = None) -> dict:
     K = 0 → at K = 16 / mean final training return at K = 16', recomputed from the
     committed ablation.csv (whose final.csv must agree)."""
     from experiments.ablation import LAGS, final_table
-    from experiments.lag_sweep import read_rows
 
     folder = folder or RESULTS / "ablation"
     final = final_table(read_rows(folder / "ablation.csv"))
-    with open(folder / "final.csv") as f:
-        committed = [(r["env"], r["cell"], int(r["K"]), int(r["seed"]), float(r["greedy"]))
-                     for r in csv.DictReader(f)]
+    committed = [(r["env"], r["cell"], int(r["K"]), int(r["seed"]), float(r["greedy"]))
+                 for r in read_rows(folder / "final.csv")]
     if committed != [(r["env"], r["cell"], r["K"], r["seed"], r["greedy"]) for r in final]:
         raise RuntimeError("final.csv is not what ablation.csv gives")
     low, high = min(LAGS), max(LAGS)

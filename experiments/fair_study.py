@@ -26,15 +26,15 @@ per K) and {greedy,training}_return_vs_lag.{png,pdf}.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 from pathlib import Path
 
 import numpy as np
 
-from experiments.common import last_evaluated, parse_with_retries, run_variant
-from jaxvaco import analysis
+from experiments.common import parse_with_retries, run_variant
+from jaxvaco.analysis import lag_plots, stats
 from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
+from jaxvaco.results import last_evaluated, read_rows, write_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "fair_study"
 CHOSEN = Path(__file__).resolve().parent / "results" / "tuning" / "chosen.json"
@@ -81,8 +81,8 @@ def final_table(rows: list[dict]) -> list[dict]:
 
 
 def mean_ci(values: np.ndarray, decimals: int) -> str:
-    points, cis = analysis.stratified_bootstrap_ci({"x": values[:, None]},
-                                                   {"Mean": analysis.mean})
+    points, cis = stats.stratified_bootstrap_ci({"x": values[:, None]},
+                                                   {"Mean": stats.mean})
     lo, hi = cis["x"][:, 0]
     return f"{points['x'][0]:.{decimals}f} [{lo:.{decimals}f}, {hi:.{decimals}f}]"
 
@@ -108,18 +108,9 @@ def env_tables(final: list[dict]) -> list[str]:
 def score_matrix(final: list[dict], variant: str, k: int, envs: list[str],
                  kind: str) -> np.ndarray:
     """[seeds, envs] normalised scores of one variant at one K."""
-    columns = [[analysis.normalize_score(env, r[kind]) for r in final
+    columns = [[stats.normalize_score(env, r[kind]) for r in final
                 if (r["env"], r["variant"], r["K"]) == (env, variant, k)] for env in envs]
     return np.array(columns, dtype=np.float64).T
-
-
-def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> float:
-    r"""P(X > Y) averaged over tasks: :math:`\frac1M\sum_m \frac1{NN'}\sum_{i,j}
-    [x_{im} > y_{jm}] + \tfrac12 [x_{im} = y_{jm}]` (the Mann-Whitney U statistic, as
-    rliable's `probability_of_improvement`)."""
-    greater = (x[:, None, :] > y[None, :, :]).mean(axis=(0, 1))
-    ties = (x[:, None, :] == y[None, :, :]).mean(axis=(0, 1))
-    return float(np.mean(greater + 0.5 * ties))
 
 
 def aggregate_lines(final: list[dict], envs: list[str], title: str) -> list[str]:
@@ -135,8 +126,8 @@ def aggregate_lines(final: list[dict], envs: list[str], title: str) -> list[str]
     for variant in variants:
         for kind in ("greedy", "training"):
             scores = {k: score_matrix(final, variant, k, present, kind) for k in LAGS}
-            points, cis = analysis.stratified_bootstrap_ci(
-                {k: s for k, s in scores.items() if s.size}, {"IQM": analysis.iqm})
+            points, cis = stats.stratified_bootstrap_ci(
+                {k: s for k, s in scores.items() if s.size}, {"IQM": stats.iqm})
             cells = [f"{points[k][0]:.2f} [{cis[k][0, 0]:.2f}, {cis[k][1, 0]:.2f}]"
                      if k in points else "—" for k in LAGS]
             lines.append(f"| {variant} | {kind} | " + " | ".join(cells) + " |")
@@ -145,7 +136,7 @@ def aggregate_lines(final: list[dict], envs: list[str], title: str) -> list[str]
             for k in LAGS:
                 treated, other = (score_matrix(final, v, k, present, "greedy")
                                   for v in (TREATMENT, variant))
-                cells.append(f"{probability_of_improvement(treated, other):.2f}"
+                cells.append(f"{stats.probability_of_improvement(treated, other):.2f}"
                              if treated.size and other.size else "—")
             lines.append(f"| P(VACO > {variant}) | greedy | " + " | ".join(cells) + " |")
     return lines
@@ -190,17 +181,13 @@ def main() -> None:
             parser.error("nothing to run: pass --dev and/or --held-out (and --envs from them)")
         args.out.mkdir(parents=True, exist_ok=True)
         run_study(envs, variants, args.seeds, args.out)
-    with open(args.out / "study.csv") as f:
-        final = final_table(list(csv.DictReader(f)))
-    with open(args.out / "final.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(final[0]))
-        writer.writeheader()
-        writer.writerows(final)
+    final = final_table(read_rows(args.out / "study.csv"))
+    write_rows(args.out / "final.csv", final)
     table = summary_markdown(final)
     (args.out / "summary.md").write_text(table + "\n")
     print(table)
     for kind in ("greedy", "training"):
-        analysis.plot_return_vs_lag([{**r, "algo": r["variant"]} for r in final], args.out,
+        lag_plots.plot_return_vs_lag([{**r, "algo": r["variant"]} for r in final], args.out,
                                     metric=kind, stem=f"{kind}_return_vs_lag")
 
 

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from rliable import metrics
 
-from experiments.fair_study import probability_of_improvement, tuned_variants
+from experiments.fair_study import tuned_variants
+from jaxvaco.analysis.stats import probability_of_improvement
 from jaxvaco.config import TrainConfig
 
 
