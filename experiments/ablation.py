@@ -1,6 +1,6 @@
 """The lag ablation (issue 11): which component of an update carries lag robustness?
 
-Cells: critic {behavior, learner} × advantage {GAE, V-trace (normalise-then-weight)} ×
+Cells: critic {behaviour, learner} × advantage {GAE, V-trace (normalise-then-weight)} ×
 policy objective {PPO-clip on β, decoupled PPO-clip on π_T, TV batch filter on β, TV batch
 filter on π_T, TV sample filter on β, no constraint (the plain importance-weighted
 gradient r·Â)}, plus δ ∈ {0.05, 0.1, 0.4} around VACO's default cell (δ = 0.2). Every cell
@@ -45,14 +45,14 @@ BASE = TrainConfig(num_envs=16, num_steps=128, update_epochs=4, num_minibatches=
                    eval=EvalConfig(every_chunks=0, num_episodes=16), progress=False)
 
 OBJECTIVES = {  # name -> (algo, options of its group)
-    "clip β": ("ppo", {"anchor": "behavior"}),
+    "clip β": ("ppo", {"anchor": "behaviour"}),
     "clip π_T (decoupled)": ("ppo", {"anchor": "learner"}),
-    "TV batch β": ("vaco", {"anchor": "behavior", "filter": "batch"}),
+    "TV batch β": ("vaco", {"anchor": "behaviour", "filter": "batch"}),
     "TV batch π_T": ("vaco", {"anchor": "learner", "filter": "batch"}),
-    "TV sample β": ("vaco", {"anchor": "behavior", "filter": "sample"}),
-    "none (IS gradient)": ("vaco", {"anchor": "behavior", "filter": "none"}),
+    "TV sample β": ("vaco", {"anchor": "behaviour", "filter": "sample"}),
+    "none (IS gradient)": ("vaco", {"anchor": "behaviour", "filter": "none"}),
 }
-CRITICS = ("behavior", "learner")
+CRITICS = ("behaviour", "learner")
 ESTIMATORS = ("gae", "vtrace")
 DELTAS = (0.05, 0.1, 0.4)
 

@@ -323,7 +323,7 @@ def measure_lag_sweep_aggregate(ctx: Context, folder: Path | None = None) -> dic
 
 ABLATION_OBJECTIVES = ("clip β", "clip π_T (decoupled)", "TV batch β", "TV batch π_T",
                        "TV sample β", "none (IS gradient)")
-ABLATION_COLUMNS = (("behavior", "gae"), ("behavior", "vtrace"), ("learner", "gae"),
+ABLATION_COLUMNS = (("behaviour", "gae"), ("behaviour", "vtrace"), ("learner", "gae"),
                     ("learner", "vtrace"))
 
 

@@ -63,7 +63,7 @@ def tuned_variants(chosen: dict[str, dict]) -> dict[str, dict]:
         overrides = {"algo": algo, **{CONFIG_PATHS[k]: v for k, v in values.items()
                                       if k in CONFIG_PATHS}}
         if algo == "ppo":
-            variants["ppo (behaviour critic)"] = {**overrides, "ppo.critic": "behavior"}
+            variants["ppo (behaviour critic)"] = {**overrides, "ppo.critic": "behaviour"}
             overrides["ppo.critic"] = "learner"
         variants[algo] = overrides
     return variants

@@ -9,7 +9,7 @@ measures greedy held-out accuracy per difficulty level.
     python experiments/llm_lag.py            # default size, ~25 min on 2 CPU cores
     python experiments/llm_lag.py --quick    # a smoke run, ~3 min
     python experiments/llm_lag.py --learning-rate 3e-4 --num-prompts 16 --group-size 16 \
-        --minibatches 1 --vaco-anchor behavior --out experiments/results/llm_lag_tuned
+        --minibatches 1 --vaco-anchor behaviour --out experiments/results/llm_lag_tuned
 
 Outputs in --out (default experiments/results/llm_lag/): curves.csv (one row per method,
 K, seed and evaluation), summary.csv and summary.md (final accuracy mean ± 95% t-interval
@@ -53,7 +53,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--num-prompts", type=int, default=RLConfig.num_prompts)
     p.add_argument("--group-size", type=int, default=RLConfig.group_size)
     p.add_argument("--minibatches", type=int, default=RLConfig.minibatches)
-    p.add_argument("--vaco-anchor", choices=("learner", "behavior"),
+    p.add_argument("--vaco-anchor", choices=("learner", "behaviour"),
                    default=RLConfig.vaco_anchor)
     p.add_argument("--samples", type=int, default=4,
                    help="completions per held-out problem for the sampled accuracy")

@@ -101,7 +101,7 @@ def throughput(record: dict) -> str:
 
 PROTOTYPE = (  # README label, variant in prototype.csv, the spec's prototype (K = 0 / 4 / 16)
     ("`ppo` (anchor β, GAE from recorded values)", "ppo", "487 / 463 / 500"),
-    ("`ppo`, anchor β, V-trace advantages", "ppo behavior-anchor vtrace", "— / 283–312 / —"),
+    ("`ppo`, anchor β, V-trace advantages", "ppo behaviour-anchor vtrace", "— / 283–312 / —"),
     ("`ppo`, anchor π_T, V-trace advantages", "ppo learner-anchor vtrace (decoupled)",
      "492 / 234 / 40"),
     ("`vaco` as in spec 3.1", "vaco spec 3.1", "484 / 33 / 59"),

@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument("--configs", type=int, default=24)
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--steps", type=int, help="env steps per run (default: per env)")
-    parser.add_argument("--ppo-critic", default="learner", choices=("behavior", "learner"),
+    parser.add_argument("--ppo-critic", default="learner", choices=("behaviour", "learner"),
                         help="critic of the tuned PPO-clip baseline (the stronger one)")
     parser.add_argument("--summary-only", action="store_true")
     parser.add_argument("--out", type=Path, default=OUT)

@@ -52,10 +52,10 @@ PPO_VTRACE = {"algo": "ppo", "ppo.critic": "learner", "ppo.advantages": "vtrace"
 PROTOTYPE_VARIANTS = {
     "ppo": {"algo": "ppo"},
     "ppo learner-anchor vtrace (decoupled)": {**PPO_VTRACE, "ppo.anchor": "learner"},
-    "ppo behavior-anchor vtrace": PPO_VTRACE,
+    "ppo behaviour-anchor vtrace": PPO_VTRACE,
     "vaco spec 3.1": SPEC_VACO,
-    "vaco align gae": {**SPEC_VACO, "vaco.critic": "behavior", "vaco.advantages": "gae"},
-    "vaco behavior-anchor d=0.1": {**SPEC_VACO, "vaco.anchor": "behavior", "vaco.delta": 0.1},
+    "vaco align gae": {**SPEC_VACO, "vaco.critic": "behaviour", "vaco.advantages": "gae"},
+    "vaco behaviour-anchor d=0.1": {**SPEC_VACO, "vaco.anchor": "behaviour", "vaco.delta": 0.1},
     "ppo values (GAE with V_T)": {"algo": "ppo", "ppo.critic": "learner"},
 }
 
@@ -64,7 +64,7 @@ DIAGNOSE_VARIANTS = {
     "vaco spec 3.1, normalize then weight": {**SPEC_VACO,
                                              "vaco.advantage_form": "normalize_then_weight"},
     "vaco spec 3.1, no advantage normalisation": {**SPEC_VACO, "norm_adv": False},
-    "ppo behavior-anchor vtrace, normalize then weight": {
+    "ppo behaviour-anchor vtrace, normalize then weight": {
         **PPO_VTRACE, "ppo.advantage_form": "normalize_then_weight"},
 }
 
@@ -73,16 +73,16 @@ def design_variants() -> dict[str, dict]:
     """The spec's VACO, the fix of its advantage form, and the anchor / filter / δ / align
     axes around the fixed form; PPO as the reference row."""
     fixed = {**SPEC_VACO, "vaco.advantage_form": "normalize_then_weight"}
-    behavior = {**fixed, "vaco.anchor": "behavior"}
+    behaviour = {**fixed, "vaco.anchor": "behaviour"}
     return {
         "ppo": {"algo": "ppo"},
         "vaco spec 3.1": SPEC_VACO,
         "vaco ntw": fixed,
-        "vaco ntw anchor=behavior": behavior,
-        "vaco ntw anchor=behavior filter=sample": {**behavior, "vaco.filter": "sample"},
-        "vaco ntw anchor=behavior d=0.1": {**behavior, "vaco.delta": 0.1},
-        "vaco align=values anchor=behavior": {**behavior, "vaco.advantages": "gae"},
-        "vaco ntw anchor=behavior rho=c=2": {**behavior, "vaco.rho_bar": 2.0,
+        "vaco ntw anchor=behaviour": behaviour,
+        "vaco ntw anchor=behaviour filter=sample": {**behaviour, "vaco.filter": "sample"},
+        "vaco ntw anchor=behaviour d=0.1": {**behaviour, "vaco.delta": 0.1},
+        "vaco align=values anchor=behaviour": {**behaviour, "vaco.advantages": "gae"},
+        "vaco ntw anchor=behaviour rho=c=2": {**behaviour, "vaco.rho_bar": 2.0,
                                              "vaco.c_bar": 2.0},
     }
 

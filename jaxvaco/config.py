@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 ALGOS = ("ppo", "ppo_kl", "spo", "impala", "vaco")
 
-Critic = Literal["behavior", "learner"]
+Critic = Literal["behaviour", "learner"]
 Estimator = Literal["gae", "vtrace"]
 AdvantageForm = Literal["weighted", "normalize_then_weight"]
-Anchor = Literal["behavior", "learner"]
+Anchor = Literal["behaviour", "learner"]
 
 
 class ConfigError(ValueError):
@@ -59,8 +59,8 @@ class EstimateConfig:
     ρ_t = min(ρ̄, π_T/β) multiplies Â once (inside V-trace, or after normalisation).
     """
 
-    critic: Critic = "behavior"
-    """behavior: the values V_β(s) recorded at collection time; learner: V_T(s), V_T(s')
+    critic: Critic = "behaviour"
+    """behaviour: the values V_β(s) recorded at collection time; learner: V_T(s), V_T(s')
     recomputed with the learner's critic once per iteration (what a practitioner runs)."""
     advantages: Estimator = "gae"
     """gae: GAE(γ, λ); vtrace: V-trace(γ, λ, ρ̄, c̄) with ratios π_T/β (value targets with
@@ -79,8 +79,8 @@ class EstimateConfig:
 class PPOConfig(EstimateConfig):
     """Options of `ppo` (spec §3): the clipped surrogate on the chosen anchor."""
 
-    anchor: Anchor = "behavior"
-    """behavior: r = π_θ/β (logged log-probs); learner: r = π_θ/π_T, the sample weighted once
+    anchor: Anchor = "behaviour"
+    """behaviour: r = π_θ/β (logged log-probs); learner: r = π_θ/π_T, the sample weighted once
     by min(rho_bar, π_T/β) (decoupled PPO, Hilton et al. 2021)."""
 
 
@@ -122,7 +122,7 @@ class VacoConfig(EstimateConfig):
 
     critic: Critic = "learner"
     """Alignment of the critic: learner [paper, ours default] recomputes V_T once per
-    iteration; behavior keeps the recorded values (filter only)."""
+    iteration; behaviour keeps the recorded values (filter only)."""
     advantage_form: AdvantageForm = "normalize_then_weight"
     """With anchor π_T and V-trace: weighted = ρ_t inside Â_t (spec §3.1);
     normalize_then_weight [ours] = normalise the unweighted Â, then multiply by ρ_t."""
@@ -131,8 +131,8 @@ class VacoConfig(EstimateConfig):
     filter: Literal["batch", "sample", "none"] = "batch"
     """batch: filter when the minibatch TV estimate D ≥ δ; sample: when ½|r_i − 1| ≥ δ;
     none: keep every sample (a plain importance-weighted policy gradient)."""
-    anchor: Anchor = "behavior"
-    """Denominator of r: β (behavior, default: the constraint covers backward and forward
+    anchor: Anchor = "behaviour"
+    """Denominator of r: β (behaviour, default: the constraint covers backward and forward
     lag) or π_T (learner: forward lag only, spec §3.1)."""
 
 
@@ -532,6 +532,8 @@ def _typed(value: Any, kind: Any, source: str, name: str) -> Any:
     if dataclasses.is_dataclass(kind):
         return from_table(kind, value, source, f"{name}.")
     if origin is Literal:
+        if value == "behavior" and "behaviour" in args:
+            value = "behaviour"  # legacy spelling of config.json / sweep TOMLs written before
         if value in args:
             return value
         return _wrong_type(source, name, value, f"one of {', '.join(map(repr, args))}")

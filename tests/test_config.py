@@ -131,7 +131,7 @@ def test_to_dict_from_dict_round_trip_through_json():
         ppo_kl=PPOKLConfig(kl_coef=0.5, adaptive=False),
         impala=VtraceConfig(rho_bar=1.5, c_bar=0.5),
         spo=SPOConfig(critic="learner"),
-        vaco=VacoConfig(delta=0.1, filter="sample", advantages="vtrace", anchor="behavior"),
+        vaco=VacoConfig(delta=0.1, filter="sample", advantages="vtrace", anchor="behaviour"),
         eval=EvalConfig(every_chunks=2, num_episodes=4),
     )
     data = json.loads(json.dumps(to_dict(config)))
@@ -140,3 +140,21 @@ def test_to_dict_from_dict_round_trip_through_json():
     assert restored == config
     assert isinstance(restored.hidden_sizes, tuple) and isinstance(restored.lag, LagConfig)
     assert from_dict(to_dict(TrainConfig())) == TrainConfig()
+
+
+def test_legacy_behavior_spelling_loads_as_behaviour(tmp_path):
+    """config.json files and sweep TOMLs written before the rename spell it "behavior"."""
+    from jaxvaco.run_dir import load_run_dir
+    from jaxvaco.sweep import load_sweep_file
+
+    config = TrainConfig(algo="vaco", ppo=PPOConfig(critic="behaviour", anchor="behaviour"),
+                         vaco=VacoConfig(anchor="behaviour", critic="behaviour"))
+    old = json.loads(json.dumps(to_dict(config)).replace('"behaviour"', '"behavior"'))
+    assert old["ppo"]["critic"] == "behavior" and old["vaco"]["anchor"] == "behavior"
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    assert load_run_dir(tmp_path)[0] == config
+    sweep = tmp_path / "old.toml"
+    sweep.write_text('name = "old"\n[base.ppo]\ncritic = "behavior"\n')
+    assert load_sweep_file(sweep).base.ppo.critic == "behaviour"
+    with pytest.raises(ConfigError, match="one of"):
+        from_dict({"ppo": {"critic": "behaviours"}})

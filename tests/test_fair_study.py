@@ -28,7 +28,7 @@ def test_tuned_variants_give_ppo_both_critics_and_map_knobs_to_config_fields():
     variants = tuned_variants(chosen)
     assert set(variants) == {"ppo", "ppo (behaviour critic)", "ppo_kl", "vaco"}
     assert variants["ppo"]["ppo.critic"] == "learner"
-    assert variants["ppo (behaviour critic)"]["ppo.critic"] == "behavior"
+    assert variants["ppo (behaviour critic)"]["ppo.critic"] == "behaviour"
     assert variants["ppo_kl"]["ppo_kl.target_kl"] == 0.02
     assert variants["vaco"]["vaco.delta"] == 0.3
     assert "config" not in variants["vaco"]  # the search's index is not a setting

@@ -269,7 +269,7 @@ def test_tiny_end_to_end_improves_held_out_accuracy():
                                                  16)[0])
     before = float(success(params))
     pool = jax.tree.map(lambda x: x[np.flatnonzero(pool.level == 1)], pool)
-    config = RLConfig(algo="vaco", vaco_anchor="behavior", learning_rate=3e-4, num_prompts=16,
+    config = RLConfig(algo="vaco", vaco_anchor="behaviour", learning_rate=3e-4, num_prompts=16,
                       group_size=16, minibatches=1)
     rl = make_rl(model, config)
     state, metrics = jax.jit(lambda s: jax.lax.scan(

@@ -31,19 +31,19 @@ EPS = 0.2
 def random_policy_inputs(seed, spread=0.3):
     """log β, log π_T, log π_θ (near each other) and advantages, float64 [T, N]."""
     rng = np.random.default_rng(seed)
-    logp_behavior = np.log(rng.uniform(0.05, 0.9, size=(T, N)))
-    logp_learner = logp_behavior + rng.normal(size=(T, N)) * spread
+    logp_behaviour = np.log(rng.uniform(0.05, 0.9, size=(T, N)))
+    logp_learner = logp_behaviour + rng.normal(size=(T, N)) * spread
     logp = logp_learner + rng.normal(size=(T, N)) * spread
     advantages = rng.normal(size=(T, N))
-    return logp, logp_learner, logp_behavior, advantages
+    return logp, logp_learner, logp_behaviour, advantages
 
 
-def make_batch(logp_learner, logp_behavior, **fields):
+def make_batch(logp_learner, logp_behaviour, **fields):
     shape = logp_learner.shape
     zeros = jnp.zeros(shape, jnp.float32)
     defaults = dict(
         obs=jnp.zeros(shape + (4,), jnp.float32), actions=jnp.zeros(shape, jnp.int32),
-        logp_behavior=f32(logp_behavior), values=zeros, next_values=zeros, rewards=zeros,
+        logp_behaviour=f32(logp_behaviour), values=zeros, next_values=zeros, rewards=zeros,
         terminated=jnp.zeros(shape, bool), truncated=jnp.zeros(shape, bool),
         final_obs=jnp.zeros(shape + (4,), jnp.float32), logp_learner=f32(logp_learner),
         advantages=zeros, targets=zeros)
@@ -80,18 +80,18 @@ def test_ppo_clipped_surrogate_value_mask_and_gradient(seed):
     close(grad, ref_grad / logp.size)
 
 
-@pytest.mark.parametrize("anchor", ["behavior", "learner"])
+@pytest.mark.parametrize("anchor", ["behaviour", "learner"])
 def test_ppo_policy_loss_clips_on_its_anchor(anchor):
     """The loss clips r = π_θ/anchor; decoupled PPO's weight π_T/β is not applied here but
     once, by the estimate stage (tests/test_stages.py)."""
-    logp, logp_learner, logp_behavior, adv = random_policy_inputs(3)
+    logp, logp_learner, logp_behaviour, adv = random_policy_inputs(3)
     config = config_with(clip_coef=EPS, ppo=PPOConfig(anchor=anchor, rho_bar=1.3))
     hp = hyperparams_from_config(config)
     algo = ppo.make(config)
     assert algo.needs_learner_batch == (anchor == "learner")
-    batch = make_batch(logp_learner, logp_behavior)
+    batch = make_batch(logp_learner, logp_behaviour)
     ref, clipped, grad = ppo_reference(logp, logp_learner if anchor == "learner"
-                                       else logp_behavior, adv, EPS)
+                                       else logp_behaviour, adv, EPS)
     loss_fn = lambda lp: algo.policy_loss(lp, f32(adv), batch, hp, {}, jnp.mean)
     (loss, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(f32(logp))
     close(loss, np.mean(ref))
@@ -104,12 +104,12 @@ def test_ppo_policy_loss_clips_on_its_anchor(anchor):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_kl_penalized_surrogate(seed):
-    logp, _, logp_behavior, adv = random_policy_inputs(seed)
+    logp, _, logp_behaviour, adv = random_policy_inputs(seed)
     coef = 0.7
-    r = np.exp(logp - logp_behavior)
+    r = np.exp(logp - logp_behaviour)
     kl_ref = np.mean((r - 1) - np.log(r))
     loss_ref = -np.mean(r * adv) + coef * kl_ref
-    fn = lambda lp: ppo_kl.kl_penalized_surrogate(lp, f32(logp_behavior), f32(adv), f32(coef))
+    fn = lambda lp: ppo_kl.kl_penalized_surrogate(lp, f32(logp_behaviour), f32(adv), f32(coef))
     loss, kl = fn(f32(logp))
     close(loss, loss_ref)
     close(kl, kl_ref)
@@ -128,7 +128,7 @@ def test_adapt_kl_coef():
 
 
 def test_ppo_kl_algorithm_state():
-    logp, _, logp_behavior, adv = random_policy_inputs(4)
+    logp, _, logp_behaviour, adv = random_policy_inputs(4)
     for adaptive in (True, False):
         config = config_with(algo="ppo_kl",
                              ppo_kl=PPOKLConfig(kl_coef=0.3, target_kl=0.01, adaptive=adaptive))
@@ -136,9 +136,9 @@ def test_ppo_kl_algorithm_state():
         algo = ppo_kl.make(config)
         state = algo.init_state(hp)
         close(state["kl_coef"], 0.3)
-        batch = make_batch(logp_behavior, logp_behavior)
+        batch = make_batch(logp_behaviour, logp_behaviour)
         loss, metrics = algo.policy_loss(f32(logp), f32(adv), batch, hp, state, jnp.mean)
-        r = np.exp(logp - logp_behavior)
+        r = np.exp(logp - logp_behaviour)
         kl = np.mean((r - 1) - np.log(r))
         close(loss, -np.mean(r * adv) + 0.3 * kl)
         assert kl > 1.5 * 0.01  # so the adaptive rule doubles
@@ -151,10 +151,10 @@ def test_ppo_kl_algorithm_state():
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_spo_surrogate_value_and_gradient(seed):
-    logp, _, logp_behavior, adv = random_policy_inputs(seed, spread=0.4)
-    r = np.exp(logp - logp_behavior)
+    logp, _, logp_behaviour, adv = random_policy_inputs(seed, spread=0.4)
+    r = np.exp(logp - logp_behaviour)
     ref = -np.mean(r * adv - np.abs(adv) / (2 * EPS) * (r - 1) ** 2)
-    fn = lambda lp: spo.spo_surrogate(lp, f32(logp_behavior), f32(adv), f32(EPS))
+    fn = lambda lp: spo.spo_surrogate(lp, f32(logp_behaviour), f32(adv), f32(EPS))
     loss, grad = jax.value_and_grad(fn)(f32(logp))
     close(loss, ref)
     ref_grad = -r * (adv - np.abs(adv) / EPS * (r - 1)) / logp.size
@@ -168,7 +168,7 @@ def test_spo_surrogate_value_and_gradient(seed):
     config = config_with(algo="spo", clip_coef=EPS)
     hp = hyperparams_from_config(config)
     loss2, metrics = spo.make(config).policy_loss(
-        f32(logp), f32(adv), make_batch(logp_behavior, logp_behavior), hp, {}, jnp.mean)
+        f32(logp), f32(adv), make_batch(logp_behaviour, logp_behaviour), hp, {}, jnp.mean)
     close(loss2, ref)
     close(metrics["filter/fraction"], np.mean(np.abs(r - 1) > EPS))
 
@@ -216,12 +216,12 @@ def test_tv_filter_mask(seed):
     assert mask.all()
 
 
-@pytest.mark.parametrize("anchor", ["learner", "behavior"])
+@pytest.mark.parametrize("anchor", ["learner", "behaviour"])
 @pytest.mark.parametrize("kind", ["batch", "sample", "none"])
 @pytest.mark.parametrize("delta_case", ["above", "below"])
 def test_vaco_policy_loss(anchor, kind, delta_case):
-    logp, logp_learner, logp_behavior, adv = random_policy_inputs(5, spread=0.4)
-    anchor_logp = logp_learner if anchor == "learner" else logp_behavior
+    logp, logp_learner, logp_behaviour, adv = random_policy_inputs(5, spread=0.4)
+    anchor_logp = logp_learner if anchor == "learner" else logp_behaviour
     r = np.exp(logp - anchor_logp)
     d = np.mean(0.5 * np.abs(r - 1))
     if kind == "batch":
@@ -232,12 +232,12 @@ def test_vaco_policy_loss(anchor, kind, delta_case):
     hp = hyperparams_from_config(config)
     algo = vaco.make(config)
     assert algo.anchor == anchor
-    batch = make_batch(logp_learner, logp_behavior)
+    batch = make_batch(logp_learner, logp_behaviour)
     m = vaco_mask_reference(logp - anchor_logp, adv, delta, kind)
     if kind == "batch" and delta_case == "above":
         assert not m.all()
     # the other anchor would give a different mask on these inputs (for the nontrivial cases)
-    other = logp_behavior if anchor == "learner" else logp_learner
+    other = logp_behaviour if anchor == "learner" else logp_learner
     if kind == "sample" and delta_case == "above":
         assert (vaco_mask_reference(logp - other, adv, delta, kind) != m).any()
     loss_fn = lambda lp: algo.policy_loss(lp, f32(adv), batch, hp, {}, jnp.mean)
@@ -262,8 +262,8 @@ def test_filtered_surrogate_value_and_gradient(kind):
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_vaco_sample_filter_gradient_equals_ppo_clip(seed):
-    logp, logp_learner, logp_behavior, adv = random_policy_inputs(seed, spread=0.3)
-    for anchor in (logp_learner, logp_behavior):
+    logp, logp_learner, logp_behaviour, adv = random_policy_inputs(seed, spread=0.3)
+    for anchor in (logp_learner, logp_behaviour):
         r = np.exp(logp - anchor)
         assert np.abs(np.abs(r - 1) - EPS).min() > 1e-4  # away from the band's edge
         assert (np.abs(r - 1) > EPS).any()
@@ -278,10 +278,10 @@ def test_vaco_sample_filter_gradient_equals_ppo_clip(seed):
         _, clipped = primitives.clipped_surrogate(f32(logp), f32(anchor), f32(adv), f32(EPS))
         np.testing.assert_array_equal(~np.asarray(mask).astype(bool), np.asarray(clipped))
     # through the algorithm records, both anchored on β
-    ppo_config = config_with(clip_coef=EPS, ppo=PPOConfig(anchor="behavior"))
+    ppo_config = config_with(clip_coef=EPS, ppo=PPOConfig(anchor="behaviour"))
     vaco_config = config_with(algo="vaco", vaco=VacoConfig(delta=EPS / 2, filter="sample",
-                                                           anchor="behavior"))
-    batch = make_batch(logp_learner, logp_behavior)
+                                                           anchor="behaviour"))
+    batch = make_batch(logp_learner, logp_behaviour)
     grads = []
     for config, make in ((ppo_config, ppo.make), (vaco_config, vaco.make)):
         hp = hyperparams_from_config(config)
@@ -295,12 +295,12 @@ def test_vaco_sample_filter_gradient_equals_ppo_clip(seed):
 
 
 def test_impala_policy_loss():
-    logp, logp_learner, logp_behavior, adv = random_policy_inputs(7)
+    logp, logp_learner, logp_behaviour, adv = random_policy_inputs(7)
     config = config_with(algo="impala")
     hp = hyperparams_from_config(config)
     algo = impala.make(config)
     assert algo.recompute_vtrace
-    fn = lambda lp: algo.policy_loss(lp, f32(adv), make_batch(logp_learner, logp_behavior),
+    fn = lambda lp: algo.policy_loss(lp, f32(adv), make_batch(logp_learner, logp_behaviour),
                                      hp, {}, jnp.mean)[0]
     loss, g = jax.value_and_grad(fn)(f32(logp))
     close(loss, -np.mean(logp * adv))
@@ -340,12 +340,12 @@ def network_setup():
     logp = np.take_along_axis(log_probs, actions[..., None], -1)[..., 0]
     entropy = -(np.exp(log_probs) * log_probs).sum(-1)
     next_values = np.asarray(network.apply(params, f32(final_obs), method="value"), np.float64)
-    logp_behavior = logp + rng.normal(size=(T, N)) * 0.4
+    logp_behaviour = logp + rng.normal(size=(T, N)) * 0.4
     return dict(
         network=network, params=params, obs=obs, final_obs=final_obs, actions=actions,
         terminated=terminated, truncated=truncated, rewards=rng.normal(size=(T, N)),
         values=np.asarray(values, np.float64), next_values=next_values, logp=logp,
-        entropy=entropy, logp_behavior=logp_behavior,
+        entropy=entropy, logp_behaviour=logp_behaviour,
         logp_learner=logp + rng.normal(size=(T, N)) * 0.2,
         advantages=rng.normal(size=(T, N)), targets=rng.normal(size=(T, N)) * 2)
 
@@ -353,7 +353,7 @@ def network_setup():
 def network_batch(s):
     return Batch(
         obs=f32(s["obs"]), actions=jnp.asarray(s["actions"], jnp.int32),
-        logp_behavior=f32(s["logp_behavior"]), values=f32(s["values"] + 1.0),
+        logp_behaviour=f32(s["logp_behaviour"]), values=f32(s["values"] + 1.0),
         next_values=f32(s["next_values"] - 1.0), rewards=f32(s["rewards"]),
         terminated=jnp.asarray(s["terminated"]), truncated=jnp.asarray(s["truncated"]),
         final_obs=f32(s["final_obs"]), logp_learner=f32(s["logp_learner"]),
@@ -376,7 +376,7 @@ def test_total_loss_ppo(network_setup, norm_adv):
     adv = s["advantages"]
     if norm_adv:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    pg = ppo_reference(s["logp"], s["logp_behavior"], adv, EPS)[0].mean()
+    pg = ppo_reference(s["logp"], s["logp_behaviour"], adv, EPS)[0].mean()
     vl = 0.5 * np.mean((s["values"] - s["targets"]) ** 2)
     ent = s["entropy"].mean()
     assert ent > 0.05 and np.abs(s["entropy"] - np.log(NUM_ACTIONS)).max() > 0.05
@@ -386,7 +386,7 @@ def test_total_loss_ppo(network_setup, norm_adv):
     close(loss, pg + 0.7 * vl - 0.05 * ent)
 
 
-def test_total_loss_approx_kl_estimates_kl_behavior_to_policy():
+def test_total_loss_approx_kl_estimates_kl_behaviour_to_policy():
     """`loss/approx_kl` over actions logged from β should estimate KL(β‖π_θ), the KL that
     ppo_kl penalises (spec §3), like CleanRL's k3 estimator mean((r − 1) − log r), r = π/β.
 
@@ -428,9 +428,9 @@ def test_total_loss_impala_recomputes_vtrace(network_setup):
     # the stale batch fields (values, next_values, advantages, targets) must not be used
     batch = network_batch(s)
     adv, vs = vtrace_reference(s["rewards"], s["values"], s["next_values"], s["terminated"],
-                               s["truncated"], s["logp"] - s["logp_behavior"], gamma, lam,
+                               s["truncated"], s["logp"] - s["logp_behaviour"], gamma, lam,
                                rho_bar, c_bar)
-    ratio = np.exp(s["logp"] - s["logp_behavior"])
+    ratio = np.exp(s["logp"] - s["logp_behaviour"])
     assert (ratio > max(rho_bar, c_bar)).any() and (ratio < min(rho_bar, c_bar)).any()
     pg = -np.mean(s["logp"] * adv)
     vl = 0.5 * np.mean((s["values"] - vs) ** 2)

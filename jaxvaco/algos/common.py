@@ -35,7 +35,7 @@ class Batch:
 
     obs: jax.Array  # observations the actors acted on (normalised if enabled)
     actions: jax.Array
-    logp_behavior: jax.Array  # log β(a|s), recorded at collection time
+    logp_behaviour: jax.Array  # log β(a|s), recorded at collection time
     values: jax.Array  # V(s) of the algorithm's critic (recorded V_β or the learner's V_T)
     next_values: jax.Array  # V(s') of that critic, s' the observation after the step
     rewards: jax.Array
@@ -70,12 +70,12 @@ class Algorithm(NamedTuple):
 
     name: str
     policy_loss: PolicyLoss
-    critic: str = "behavior"
-    """Values behind Â and v_t: "behavior" (recorded V_β) or "learner" (V_T, recomputed)."""
+    critic: str = "behaviour"
+    """Values behind Â and v_t: "behaviour" (recorded V_β) or "learner" (V_T, recomputed)."""
     estimator: str = "gae"
     """"gae" or "vtrace" (ratios π_T/β)."""
-    anchor: str = "behavior"
-    """Denominator of the objective's ratio: "behavior" (β) or "learner" (π_T)."""
+    anchor: str = "behaviour"
+    """Denominator of the objective's ratio: "behaviour" (β) or "learner" (π_T)."""
     advantage_form: str = "weighted"
     """Anchor π_T with V-trace: "weighted" (ρ inside Â) or "normalize_then_weight"."""
     recompute_vtrace: bool = False
@@ -98,14 +98,14 @@ class Algorithm(NamedTuple):
         with GAE this is decoupled PPO's weight (Hilton et al. 2021), with V-trace the
         normalise-then-weight form [ours].
         """
-        if self.anchor == "behavior":
+        if self.anchor == "behaviour":
             return "none"
         if self.estimator == "vtrace" and self.advantage_form == "weighted":
             return "inside"
         return "after_normalization"
 
 
-def from_options(name: str, policy_loss: PolicyLoss, options, anchor: str = "behavior",
+def from_options(name: str, policy_loss: PolicyLoss, options, anchor: str = "behaviour",
                  **rest) -> Algorithm:
     """The record of an algorithm whose estimate is set by an `EstimateConfig` group."""
     return Algorithm(name=name, policy_loss=policy_loss, critic=options.critic,
@@ -115,7 +115,7 @@ def from_options(name: str, policy_loss: PolicyLoss, options, anchor: str = "beh
 
 def anchor_logp(batch: Batch, anchor: str) -> jax.Array:
     """log of the ratio's denominator: log π_T ("learner") or the recorded log β."""
-    return batch.logp_learner if anchor == "learner" else batch.logp_behavior
+    return batch.logp_learner if anchor == "learner" else batch.logp_behaviour
 
 
 def normalize_advantages(advantages: jax.Array, batch_mean: BatchMean = jnp.mean
@@ -143,7 +143,7 @@ def total_loss(
     averages over the devices.
     """
     chex.assert_equal_shape([batch.rewards, batch.advantages, batch.targets,
-                             batch.logp_behavior, batch.logp_learner])
+                             batch.logp_behaviour, batch.logp_learner])
     pi, values = apply_fn(params, batch.obs)
     logp = pi.log_prob(batch.actions)
     advantages, targets = batch.advantages, batch.targets
@@ -152,7 +152,7 @@ def total_loss(
         advantages, targets = vtrace(
             batch.rewards, jax.lax.stop_gradient(values), jax.lax.stop_gradient(next_values),
             batch.terminated, batch.truncated,
-            jax.lax.stop_gradient(logp) - batch.logp_behavior,
+            jax.lax.stop_gradient(logp) - batch.logp_behaviour,
             hp.gamma, hp.gae_lambda, hp.rho_bar, hp.c_bar,
         )
     if norm_adv:
@@ -163,7 +163,7 @@ def total_loss(
     value_loss = 0.5 * jnp.mean((values - targets) ** 2)
     entropy = pi.entropy().mean()
     loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
-    log_ratio = logp - batch.logp_behavior  # k3 estimate of KL(β‖π_θ) from actions a ~ β
+    log_ratio = logp - batch.logp_behaviour  # k3 estimate of KL(β‖π_θ) from actions a ~ β
     approx_kl = jnp.mean(k3(log_ratio))
     metrics = {
         **metrics,

@@ -3,7 +3,7 @@
     r = π_θ(a|s) / anchor(a|s)
     L_pg = −mean(w · min(r·Â, clip(r, 1 − ε, 1 + ε)·Â))
 
-- anchor "behavior" [standard]: anchor = β, the logged log-probs; w = 1.
+- anchor "behaviour" [standard]: anchor = β, the logged log-probs; w = 1.
 - anchor "learner" [Hilton et al. 2021, decoupled PPO]: anchor = π_T, the learner at the
   start of the iteration, and w = min(ρ̄, π_T/β) corrects for the behaviour policy. w is
   applied once, by the trainer's estimate step (`Algorithm.importance_weight`): after

@@ -21,10 +21,10 @@ from jaxvaco.primitives import k3
 
 
 def kl_penalized_surrogate(
-    logp: jax.Array, logp_behavior: jax.Array, advantages: jax.Array, kl_coef: jax.Array
+    logp: jax.Array, logp_behaviour: jax.Array, advantages: jax.Array, kl_coef: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
     """(−mean(r·Â) + c_kl·KL̂, KL̂)."""
-    log_ratio = logp - logp_behavior
+    log_ratio = logp - logp_behaviour
     kl = jnp.mean(k3(log_ratio))
     return -jnp.mean(jnp.exp(log_ratio) * advantages) + kl_coef * kl, kl
 
@@ -41,7 +41,7 @@ def make(config: TrainConfig) -> Algorithm:
 
     def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state,
                     batch_mean):
-        loss, kl = kl_penalized_surrogate(logp, batch.logp_behavior, advantages,
+        loss, kl = kl_penalized_surrogate(logp, batch.logp_behaviour, advantages,
                                           algo_state["kl_coef"])
         return loss, {"kl/estimate": kl, "kl/coef": algo_state["kl_coef"],
                       "filter/fraction": jnp.zeros(())}

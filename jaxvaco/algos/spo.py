@@ -18,10 +18,10 @@ from jaxvaco.hparams import Hyperparams
 
 
 def spo_surrogate(
-    logp: jax.Array, logp_behavior: jax.Array, advantages: jax.Array, clip_coef: jax.Array
+    logp: jax.Array, logp_behaviour: jax.Array, advantages: jax.Array, clip_coef: jax.Array
 ) -> jax.Array:
     """−mean(r·Â − |Â|/(2ε)·(r − 1)²)."""
-    ratio = jnp.exp(logp - logp_behavior)
+    ratio = jnp.exp(logp - logp_behaviour)
     penalty = jnp.abs(advantages) / (2.0 * clip_coef) * (ratio - 1.0) ** 2
     return -jnp.mean(ratio * advantages - penalty)
 
@@ -29,8 +29,8 @@ def spo_surrogate(
 def make(config: TrainConfig) -> Algorithm:
     def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state,
                     batch_mean):
-        outside = jnp.abs(jnp.exp(logp - batch.logp_behavior) - 1.0) > hp.clip_coef
-        return spo_surrogate(logp, batch.logp_behavior, advantages, hp.clip_coef), {
+        outside = jnp.abs(jnp.exp(logp - batch.logp_behaviour) - 1.0) > hp.clip_coef
+        return spo_surrogate(logp, batch.logp_behaviour, advantages, hp.clip_coef), {
             "filter/fraction": outside.mean()}
 
     return from_options("spo", policy_loss, config.spo)

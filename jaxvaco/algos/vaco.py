@@ -7,7 +7,7 @@ reconstruction, each a config switch.
 Align [paper]: once per iteration, recompute advantages and value targets with V-trace
 using the learner's π_T and V_T against the logged β; they stay frozen for all E×M
 updates (`--vaco.critic learner --vaco.advantages vtrace`). `--vaco.advantages gae` [ours,
-default] recomputes only the critic (GAE with V_T); `--vaco.critic behavior` turns
+default] recomputes only the critic (GAE with V_T); `--vaco.critic behaviour` turns
 alignment off (filter only). The alignment itself is the trainer's per-iteration estimate
 step, as for every algorithm; the importance weight ρ_t = min(ρ̄, π_T/β) enters once, and
 only with anchor π_T (`Algorithm.importance_weight`).
@@ -15,7 +15,7 @@ only with anchor π_T (`Algorithm.importance_weight`).
 Filter [paper: drop per-sample gradients predicted to increase TV beyond δ = 0.2]; our
 form [ours]:
 
-    r_i = π_θ(a_i|s_i) / anchor(a_i|s_i)      anchor = π_T ("learner") or β ("behavior")
+    r_i = π_θ(a_i|s_i) / anchor(a_i|s_i)      anchor = π_T ("learner") or β ("behaviour")
     tv_i = ½·|r_i − 1|,   D = mean_i tv_i   (over the whole minibatch: `batch_mean`)
     m_i = 0  if  exceeded_i and Â_i·(r_i − 1) > 0,  else 1
         exceeded_i = D ≥ δ ("batch"),  tv_i ≥ δ ("sample"),  false ("none")

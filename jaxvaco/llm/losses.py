@@ -30,7 +30,7 @@ def group_advantages(rewards: jax.Array, group_size: int, eps: float = 1e-6) -> 
     return (centred / (groups.std(axis=1, keepdims=True) + eps)).reshape(rewards.shape)
 
 
-def grpo_policy_loss(logp: jax.Array, logp_behavior: jax.Array, advantages: jax.Array,
+def grpo_policy_loss(logp: jax.Array, logp_behaviour: jax.Array, advantages: jax.Array,
                      valid: jax.Array, clip_eps: float) -> tuple[jax.Array, jax.Array]:
     """GRPO's clipped surrogate on the token ratio to the generating policy β:
 
@@ -40,9 +40,9 @@ def grpo_policy_loss(logp: jax.Array, logp_behavior: jax.Array, advantages: jax.
     of valid tokens whose gradient the clip removes.
     """
     chex.assert_rank([logp, advantages], [2, 1])
-    chex.assert_equal_shape([logp, logp_behavior, valid])
+    chex.assert_equal_shape([logp, logp_behaviour, valid])
     adv = jnp.broadcast_to(advantages[:, None], logp.shape)
-    per_token, clipped = clipped_surrogate(logp, logp_behavior, adv, clip_eps)
+    per_token, clipped = clipped_surrogate(logp, logp_behaviour, adv, clip_eps)
     return masked_mean(per_token, valid), masked_mean(clipped, valid)
 
 

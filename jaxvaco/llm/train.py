@@ -97,7 +97,7 @@ class RLConfig:
     kl_coef: float = 0.0  # GRPO and VACO: c_kl·k3 KL to the warm-start policy (0 = off)
     delta: float = 0.2  # VACO
     vaco_filter: str = "batch"  # "batch" | "sample" | "none"
-    vaco_anchor: str = "learner"  # "learner" (π_T) | "behavior" (β)
+    vaco_anchor: str = "learner"  # "learner" (π_T) | "behaviour" (β)
     lag_mode: str = "fixed"  # spec §1.1, with one actor group
     max_delay: int = 8  # K_max: the ring buffer holds K_max + 1 parameter snapshots
 
