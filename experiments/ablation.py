@@ -32,7 +32,7 @@ import numpy as np
 from experiments.common import parse_with_retries, run_variant
 from jaxvaco.analysis import stats
 from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
-from jaxvaco.results import last_evaluated, read_rows, write_rows
+from jaxvaco.results import fraction_columns, last_evaluated, read_rows, write_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "ablation"
 LAGS = (0, 4, 16)
@@ -76,10 +76,16 @@ def cells() -> dict[str, dict]:
 
 
 def final_table(rows: list[dict]) -> list[dict]:
-    """The last evaluated row of every (env, cell, K, seed): greedy and training return."""
+    """The last evaluated row of every (env, cell, K, seed): greedy and training return,
+    tv/total and the cell's fraction (`jaxvaco.results.FRACTIONS`; read from the legacy
+    filter/fraction column of an ablation.csv written before the rename)."""
+    def number(value) -> float | None:
+        return None if value in (None, "") else float(value)
+
     return [{"env": env, "cell": variant, "K": k, "seed": seed,
              "greedy": float(r["eval_greedy"]), "training": float(r["return"]),
-             "tv/total": float(r["tv/total"]), "filter/fraction": float(r["filter/fraction"])}
+             "tv/total": float(r["tv/total"]),
+             **{name: number(v) for name, v in fraction_columns(r).items()}}
             for (env, variant, k, seed), r in last_evaluated(rows, "variant").items()]
 
 

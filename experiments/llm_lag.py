@@ -31,14 +31,16 @@ from scipy import stats
 
 from jaxvaco.llm import task
 from jaxvaco.llm.model import ModelConfig, Transformer
-from jaxvaco.llm.train import RLConfig, accuracy, make_rl, sampled_accuracy, warm_start
+from jaxvaco.llm.train import FRACTIONS, RLConfig, accuracy, make_rl, sampled_accuracy, warm_start
 from jaxvaco.results import write_rows
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 METHODS = ("grpo", "vaco")
-METRICS = ("reward", "length", "tv/backward", "tv/forward", "tv/total", "filter/fraction")
+METRICS = ("reward", "length", "tv/backward", "tv/forward", "tv/total")
+"""And each method's fraction (FRACTIONS), a column per name, empty for the other method;
+CSVs written before hold one filter/fraction column for both."""
 LEVEL_COLUMNS = tuple(f"acc/level{lv}" for lv in task.LEVELS)
 
 
@@ -90,7 +92,9 @@ def run_method(model, rl_config, params, ks, seeds, pool, test, steps, eval_ever
                          "step": (c + 1) * eval_every, "acc": acc[run].mean(),
                          "sampled_acc": float(sampled_acc[run]),
                          **dict(zip(LEVEL_COLUMNS, acc[run], strict=True)),
-                         **{m: float(np.mean(metrics[m][run])) for m in METRICS}})
+                         **{m: float(np.mean(metrics[m][run])) for m in METRICS},
+                         **{f: float(np.mean(metrics[f][run])) if f in metrics else None
+                            for f in FRACTIONS.values()}})
         print(f"  {rl_config.algo} step {(c + 1) * eval_every}: {time.time() - start:.0f}s, "
               f"held-out acc by K {np.round(acc.mean(-1).reshape(len(ks), seeds).mean(1), 3)}",
               flush=True)
@@ -119,7 +123,9 @@ def summarize(rows: list[dict], warm_acc: float) -> list[dict]:
                         "sampled_ci95": sampled_ci,
                         **{lc: np.mean([r[lc] for r in runs if r["step"] == last])
                            for lc in LEVEL_COLUMNS},
-                        **{m: np.mean([r[m] for r in runs]) for m in METRICS}})
+                        **{m: np.mean([r[m] for r in runs]) for m in METRICS},
+                        **{f: np.mean([r[f] for r in runs]) if f == FRACTIONS[method] else None
+                           for f in FRACTIONS.values()}})
     return out
 
 
@@ -135,7 +141,7 @@ def markdown(summary: list[dict], warm: np.ndarray, steps: int) -> str:
                      f"| {s['gain']:+.3f} | {levels} "
                      f"| {s['sampled_acc']:.3f} ± {s['sampled_ci95']:.3f} | {s['reward']:.3f} "
                      f"| {s['tv/backward']:.4f} | {s['tv/forward']:.4f} | {s['tv/total']:.4f} "
-                     f"| {s['filter/fraction']:.4f} |")
+                     f"| {s[FRACTIONS[s['method']]]:.4f} |")
     return "\n".join(lines) + "\n"
 
 

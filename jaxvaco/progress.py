@@ -11,6 +11,7 @@ from rich.progress import Progress as RichProgress
 from rich.table import Table
 
 from jaxvaco.config import TrainConfig
+from jaxvaco.results import FRACTIONS
 
 
 def _nanmean(values: list) -> float:
@@ -19,7 +20,8 @@ def _nanmean(values: list) -> float:
 
 
 class Progress:
-    """A bar over env steps showing env-steps/s, mean training return, tv/total, filter."""
+    """A bar over env steps showing env-steps/s, mean training return, tv/total and the
+    algorithm's fraction metric (`jaxvaco.results.FRACTIONS`: clipped, outside, filtered)."""
 
     def __init__(self, config: TrainConfig, enabled: bool = True):
         self.config = config
@@ -45,7 +47,10 @@ class Progress:
     def update(self, rows: list[dict], info: dict) -> None:
         mean = lambda name: _nanmean([row[name] for row in rows])  # noqa: E731
         status = (f"{info['sps']:>9,.0f} steps/s | return {mean('episode/return'):7.1f}"
-                  f" | tv/total {mean('tv/total'):.3f} | filter {mean('filter/fraction'):.3f}")
+                  f" | tv/total {mean('tv/total'):.3f}")
+        fraction = FRACTIONS.get(self.config.algo)
+        if fraction and rows and fraction in rows[0]:
+            status += f" | {fraction.split('/')[1].split('_')[0]} {mean(fraction):.3f}"
         self._bar.update(self._task, completed=info["env_steps"], status=status)
 
 

@@ -3,8 +3,12 @@
 A metrics row (as `jaxvaco.runner.run` returns it and writes it to metrics.jsonl) becomes a
 tidy row by `tidy_row`: the key columns env, algo, K, seed, step, return (training episode
 return) first, then every other metric under its own name (eval/greedy_return, tv/backward,
-tv/forward, tv/total, filter/fraction, lag/iterations, ...), as `jaxvaco.analysis.tables`
-reads it.
+tv/forward, tv/total, lag/iterations, the algorithm's fraction metric of `FRACTIONS`, ...),
+as `jaxvaco.analysis.tables` reads it.
+
+Data written before the per-algorithm fraction names has one `filter/fraction` column
+(`LEGACY_FRACTION`) for all of them: readers keep reading it by that name, and
+`fraction_columns` gives a row's per-algorithm columns from either layout.
 
 Two tables are built from such rows:
 
@@ -37,9 +41,30 @@ DROPPED = {"run", "env_steps", "lag_delay", "episode/return"}
 
 FIELDS = ["env", "algo", "variant", "K", "seed", "step", "return", "eval_greedy",
           "eval_stochastic", "lag/iterations", "lag/sgd_steps", "tv/backward", "tv/forward",
-          "tv/total", "filter/fraction"]
-"""Columns of the experiment scripts' tidy CSVs."""
+          "tv/total", "ppo/clipped_fraction", "spo/outside_fraction", "vaco/filtered_fraction"]
+"""Columns of the experiment scripts' tidy CSVs (a fraction column is empty for the other
+algorithms)."""
 SHORT_NAMES = {"eval/greedy_return": "eval_greedy", "eval/stochastic_return": "eval_stochastic"}
+FRACTIONS = {"ppo": "ppo/clipped_fraction", "spo": "spo/outside_fraction",
+             "vaco": "vaco/filtered_fraction"}
+"""Per algorithm, the share of samples its objective acts on: PPO's clip removes their
+gradient, SPO's ratio lies outside the ε band (penalised), VACO's TV filter drops them.
+PPO-KL and IMPALA have none."""
+LEGACY_FRACTION = "filter/fraction"
+"""The single column that held those three before (and a constant 0 for PPO-KL and IMPALA),
+in the committed CSVs under experiments/results/ and runs recorded before the rename."""
+
+
+def fraction_columns(row: dict) -> dict:
+    """The `FRACTIONS` columns of a tidy row (None where its algorithm has none). A row
+    written before the rename has only `LEGACY_FRACTION`: its value goes to the column of
+    the row's algorithm (the first word of `algo`)."""
+    out = {name: row.get(name) for name in FRACTIONS.values()}
+    if LEGACY_FRACTION in row and all(v in (None, "") for v in out.values()):
+        name = FRACTIONS.get(str(row.get("algo", "")).split(" ")[0])
+        if name:
+            out[name] = row[LEGACY_FRACTION]
+    return out
 
 
 def tidy_row(row: dict, env: str, algo: str, k: int) -> dict:
@@ -94,13 +119,28 @@ def write_rows(path: Path, rows: list[dict], fields: Sequence[str] | None = None
 
 
 def append_rows(path: Path, rows: Iterable[dict], fields: Sequence[str] = FIELDS) -> None:
-    """Append rows to a CSV, writing its header first when the file is new."""
+    """Append rows to a CSV, writing its header first when the file is new.
+
+    A CSV begun before the per-algorithm fraction names keeps its header: its
+    `LEGACY_FRACTION` column gets the row's fraction (0 for an algorithm without one, as
+    it was written then)."""
     new = not path.exists()
+    if not new and LEGACY_FRACTION not in fields:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if LEGACY_FRACTION in header:
+            rows = [_legacy_row(row, header) for row in rows]
+            fields = header
     with open(path, "a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
         if new:
             writer.writeheader()
         writer.writerows(rows)
+
+
+def _legacy_row(row: dict, header: Sequence[str]) -> dict:
+    fraction = next((v for name in FRACTIONS.values() if (v := row.get(name)) is not None), 0.0)
+    return {**{k: v for k, v in row.items() if k in header}, LEGACY_FRACTION: fraction}
 
 
 def done_keys(path: Path, columns: Sequence[str]) -> set[tuple]:

@@ -15,8 +15,9 @@ gives them now, else the sweep is refused.
 
 After each cell, ``results.csv`` is rewritten from all complete cells: one row per run and
 chunk with columns env, algo, K, seed, step, return (training episode return), then every
-other metric (eval/greedy_return, tv/backward, tv/forward, tv/total, filter/fraction,
-lag/iterations, ...): see `jaxvaco.results`. ``jaxvaco plot`` draws it.
+other metric (eval/greedy_return, tv/backward, tv/forward, tv/total, lag/iterations, the
+algorithm's ppo/clipped_fraction, spo/outside_fraction or vaco/filtered_fraction, ...): see
+`jaxvaco.results`. ``jaxvaco plot`` draws it.
 
 Example ``sweep.toml``::
 

@@ -257,7 +257,7 @@ def _records(n_seeds=3, steps=(0, 100, 200, 300), ks=(0, 1, 4), seed=0):
                                 "tv/backward": 0.01 * k + rng.uniform(0, 0.01),
                                 "tv/forward": 0.02 * k + rng.uniform(0, 0.01),
                                 "tv/total": 0.03 * k + rng.uniform(0, 0.02),
-                                "filter/fraction": rng.uniform(),
+                                "vaco/filtered_fraction": rng.uniform(),
                             }
                         )
     return rows

@@ -74,6 +74,7 @@ def worker() -> dict:
 
     from jaxvaco.distributed import runs_sharding, sync_delay
     from jaxvaco.hparams import hyperparams_from_config
+    from jaxvaco.results import FRACTIONS
     from jaxvaco.train import make_train
 
     jax.config.update("jax_disable_most_optimizations", True)
@@ -101,7 +102,7 @@ def worker() -> dict:
             "obs_diff": float(np.abs(np.asarray(one.obs) - np.asarray(four.obs)).max()),
             "return_sums": [float(one_sums["episode/return_sum"]),
                             float(four_sums["episode/return_sum"])],
-            "filter_fraction": float(four_sums.get("filter/fraction", 0.0)),
+            "filter_fraction": float(four_sums[FRACTIONS[name]]),
         }
         if name == "ppo":
             ppo_four, ppo_sums = four, four_sums

@@ -95,7 +95,7 @@ def test_ppo_policy_loss_clips_on_its_anchor(anchor):
     loss_fn = lambda lp: algo.policy_loss(lp, f32(adv), batch, hp, {}, jnp.mean)
     (loss, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(f32(logp))
     close(loss, np.mean(ref))
-    close(metrics["filter/fraction"], clipped.mean())
+    close(metrics["ppo/clipped_fraction"], clipped.mean())
     close(g, grad / logp.size)
 
 
@@ -144,6 +144,7 @@ def test_ppo_kl_algorithm_state():
         assert kl > 1.5 * 0.01  # so the adaptive rule doubles
         new = algo.update_state(state, metrics, hp)
         close(new["kl_coef"], 0.6 if adaptive else 0.3)
+        assert set(metrics) == {"kl/estimate", "kl/coef"}  # no constraint, no fraction
 
 
 # --------------------------------------------------------------------------- SPO
@@ -170,7 +171,7 @@ def test_spo_surrogate_value_and_gradient(seed):
     loss2, metrics = spo.make(config).policy_loss(
         f32(logp), f32(adv), make_batch(logp_behaviour, logp_behaviour), hp, {}, jnp.mean)
     close(loss2, ref)
-    close(metrics["filter/fraction"], np.mean(np.abs(r - 1) > EPS))
+    close(metrics["spo/outside_fraction"], np.mean(np.abs(r - 1) > EPS))
 
 
 # --------------------------------------------------------------------------- VACO
@@ -243,7 +244,7 @@ def test_vaco_policy_loss(anchor, kind, delta_case):
     loss_fn = lambda lp: algo.policy_loss(lp, f32(adv), batch, hp, {}, jnp.mean)
     (loss, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(f32(logp))
     close(loss, -np.mean(m * r * adv))
-    close(metrics["filter/fraction"], 1 - m.mean())
+    close(metrics["vaco/filtered_fraction"], 1 - m.mean())
     close(g, -(m * r * adv) / logp.size)
 
 
@@ -305,6 +306,8 @@ def test_impala_policy_loss():
     loss, g = jax.value_and_grad(fn)(f32(logp))
     close(loss, -np.mean(logp * adv))
     close(g, -adv / logp.size)
+    assert algo.policy_loss(f32(logp), f32(adv), make_batch(logp_learner, logp_behaviour),
+                            hp, {}, jnp.mean)[1] == {}  # no constraint, no fraction metric
 
 
 # --------------------------------------------------------------------------- total loss

@@ -6,8 +6,10 @@ import numpy as np
 
 from jaxvaco.results import (
     FIELDS,
+    LEGACY_FRACTION,
     append_rows,
     done_keys,
+    fraction_columns,
     last_evaluated,
     read_rows,
     read_table,
@@ -18,7 +20,7 @@ from jaxvaco.results import (
 
 ROW = {"run": 0, "seed": 1, "env_steps": 2048, "episode/return": 12.5, "lag_delay": 4,
        "iteration": 3, "lag/iterations": 1.0, "lag/sgd_steps": 16.0, "tv/backward": 0.1,
-       "tv/forward": 0.2, "tv/total": 0.3, "filter/fraction": 0.9}
+       "tv/forward": 0.2, "tv/total": 0.3, "ppo/clipped_fraction": 0.9}
 EVALUATED = {**ROW, "env_steps": 4096, "eval/greedy_return": 500.0,
              "eval/stochastic_return": 480.0}
 
@@ -38,6 +40,29 @@ def test_variant_rows_append_and_resume(tmp_path):
     last = last_evaluated(back, "variant")
     assert list(last) == [("CartPole-v1", "my variant", 4, 1)]
     assert last[("CartPole-v1", "my variant", 4, 1)]["eval_greedy"] == "500.0"
+
+
+def test_per_algorithm_fractions_and_the_legacy_column(tmp_path):
+    rows = variant_rows([ROW], "CartPole-v1", "ppo", "v")
+    assert rows[0]["ppo/clipped_fraction"] == 0.9 and rows[0]["vaco/filtered_fraction"] is None
+    assert fraction_columns(rows[0]) == {"ppo/clipped_fraction": 0.9,
+                                         "spo/outside_fraction": None,
+                                         "vaco/filtered_fraction": None}
+    # A CSV written before the rename: one filter/fraction column for every algorithm.
+    old_fields = [f for f in FIELDS if not f.endswith("_fraction")] + [LEGACY_FRACTION]
+    path = tmp_path / "old.csv"
+    path.write_text(",".join(old_fields) + "\n")
+    append_rows(path, rows)
+    no_fraction = {k: v for k, v in ROW.items() if k != "ppo/clipped_fraction"}
+    append_rows(path, variant_rows([no_fraction], "CartPole-v1", "ppo_kl", "kl"))
+    assert path.read_text().splitlines()[0] == ",".join(old_fields)  # header kept
+    back = read_rows(path)
+    assert [r[LEGACY_FRACTION] for r in back] == ["0.9", "0.0"]
+    assert fraction_columns(back[0])["ppo/clipped_fraction"] == "0.9"
+    assert fraction_columns({"algo": "vaco delta=0.1", LEGACY_FRACTION: "0.2"}) == {
+        "ppo/clipped_fraction": None, "spo/outside_fraction": None,
+        "vaco/filtered_fraction": "0.2"}
+    assert not any(fraction_columns({"algo": "impala", LEGACY_FRACTION: "0.0"}).values())
 
 
 def test_write_table_key_columns_first_and_read_back(tmp_path):

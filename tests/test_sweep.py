@@ -97,7 +97,8 @@ def test_killed_sweep_restarts_without_redoing_finished_cells(tmp_path):
         header = next(csv.reader(file))
     assert header[:6] == ["env", "algo", "K", "seed", "step", "return"]
     for column in ("eval/greedy_return", "tv/backward", "tv/forward", "tv/total",
-                   "filter/fraction", "lag/iterations", "iteration"):
+                   "ppo/clipped_fraction", "spo/outside_fraction", "lag/iterations",
+                   "iteration"):
         assert column in header
     runs = set(zip(table["algo"], table["K"], table["seed"], strict=True))
     assert runs == {(a, k, s) for a in ("ppo", "spo") for k in (0, 2) for s in (0, 1)}

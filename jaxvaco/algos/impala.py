@@ -5,7 +5,9 @@ logged β (stop-gradient), so the targets follow the learner through the epochs:
 
     L_pg = −mean(log π_θ(a|s) · Â),   value target v_t from the same V-trace.
 
-The recomputation lives in `common.total_loss` (`recompute_vtrace=True`).
+The recomputation lives in `common.total_loss` (`recompute_vtrace=True`). No constraint,
+so no fraction metric (PPO: ppo/clipped_fraction, SPO: spo/outside_fraction, VACO:
+vaco/filtered_fraction).
 """
 
 from __future__ import annotations
@@ -20,6 +22,6 @@ from jaxvaco.hparams import Hyperparams
 def make(config: TrainConfig) -> Algorithm:
     def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state,
                     batch_mean):
-        return -jnp.mean(logp * advantages), {"filter/fraction": jnp.zeros(())}
+        return -jnp.mean(logp * advantages), {}
 
     return Algorithm(name="impala", policy_loss=policy_loss, recompute_vtrace=True)

@@ -10,7 +10,7 @@
   normalisation with GAE (w·min(r·Â, clip(r)·Â) = min(r·wÂ, clip(r)·wÂ) for w ≥ 0), or
   inside V-trace's Â, never both.
 
-`filter/fraction` is the fraction of samples whose gradient the clip removes.
+`ppo/clipped_fraction` is the fraction of samples whose gradient the clip removes.
 """
 
 from __future__ import annotations
@@ -28,6 +28,6 @@ def make(config: TrainConfig) -> Algorithm:
                     batch_mean):
         per_sample, clipped = clipped_surrogate(logp, anchor_logp(batch, anchor), advantages,
                                                 hp.clip_coef)
-        return per_sample.mean(), {"filter/fraction": clipped.mean()}
+        return per_sample.mean(), {"ppo/clipped_fraction": clipped.mean()}
 
     return from_options("ppo", policy_loss, config.ppo, anchor=anchor)

@@ -43,8 +43,7 @@ def make(config: TrainConfig) -> Algorithm:
                     batch_mean):
         loss, kl = kl_penalized_surrogate(logp, batch.logp_behaviour, advantages,
                                           algo_state["kl_coef"])
-        return loss, {"kl/estimate": kl, "kl/coef": algo_state["kl_coef"],
-                      "filter/fraction": jnp.zeros(())}
+        return loss, {"kl/estimate": kl, "kl/coef": algo_state["kl_coef"]}
 
     def update_state(algo_state, metrics, hp: Hyperparams):
         if not adaptive:

@@ -4,7 +4,8 @@
     L_pg = −mean(r·Â − |Â|/(2ε)·(r − 1)²)
 
 The per-sample objective is maximised at r = 1 + ε·sign(Â), so the ratio is pulled back
-toward the ε band without zeroing any gradient.
+toward the ε band without zeroing any gradient. `spo/outside_fraction` is the fraction of
+samples whose ratio lies outside [1 − ε, 1 + ε] (penalised, not removed).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def make(config: TrainConfig) -> Algorithm:
                     batch_mean):
         outside = jnp.abs(jnp.exp(logp - batch.logp_behaviour) - 1.0) > hp.clip_coef
         return spo_surrogate(logp, batch.logp_behaviour, advantages, hp.clip_coef), {
-            "filter/fraction": outside.mean()}
+            "spo/outside_fraction": outside.mean()}
 
     return from_options("spo", policy_loss, config.spo)
 

@@ -22,6 +22,7 @@ form [ours]:
     L_pg = −mean_i(stop_gradient(m_i)·r_i·Â_i)
 
 No clip and no min(): a kept sample contributes its full importance-weighted gradient.
+`vaco/filtered_fraction` is the fraction of samples the filter drops, 1 − mean_i m_i.
 """
 
 from __future__ import annotations
@@ -70,6 +71,6 @@ def make(config: TrainConfig) -> Algorithm:
     def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state, batch_mean):
         loss, mask = filtered_surrogate(logp, anchor_logp(batch, options.anchor), advantages,
                                          hp.delta, options.filter, batch_mean)
-        return loss, {"filter/fraction": 1.0 - mask.mean()}
+        return loss, {"vaco/filtered_fraction": 1.0 - mask.mean()}
 
     return from_options("vaco", policy_loss, options, anchor=options.anchor)

@@ -2,9 +2,9 @@
 
 A tidy table has one row per logged point with columns ``env``, ``algo``, ``K`` (policy lag),
 ``seed``, ``step``, ``return`` and optional metric columns such as ``tv/backward``,
-``tv/forward``, ``tv/total`` or ``filter/fraction`` (`jaxvaco.results` writes them).  It can be
-given as a pandas ``DataFrame``, a mapping of column name to 1-D array, or a list of row dicts;
-pandas is only needed when a ``DataFrame`` goes in (it then comes back out).
+``tv/forward``, ``tv/total`` or ``vaco/filtered_fraction`` (`jaxvaco.results` writes them).
+It can be given as a pandas ``DataFrame``, a mapping of column name to 1-D array, or a list
+of row dicts; pandas is only needed when a ``DataFrame`` goes in (it then comes back out).
 """
 
 from __future__ import annotations

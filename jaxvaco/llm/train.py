@@ -83,6 +83,11 @@ def sampled_accuracy(model: Transformer, params: Any, problems: Problems, key: j
     return jnp.stack([masked_mean(correct, problems.level[idx] == lv) for lv in LEVELS])
 
 
+FRACTIONS = {"grpo": "grpo/clipped_fraction", "vaco": "vaco/filtered_fraction"}
+"""Per objective, the metric of the valid tokens it acts on: GRPO's clip removes their
+gradient, VACO's filter drops them (before: one `filter/fraction` for both)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class RLConfig:
     algo: str = "grpo"  # "grpo" | "vaco"
@@ -191,7 +196,7 @@ def make_rl(model: Transformer, config: RLConfig) -> RL:
             "tv/backward": losses.token_tv(rollout.logp_learner - c.logp, c.generated),
             "tv/forward": losses.token_tv(logp_final - rollout.logp_learner, c.generated),
             "tv/total": losses.token_tv(logp_final - c.logp, c.generated),
-            "filter/fraction": fraction.mean(),
+            FRACTIONS[config.algo]: fraction.mean(),
         }
         return new_params, opt_state, metrics
 
