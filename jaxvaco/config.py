@@ -41,7 +41,9 @@ class LagConfig:
     """
 
     max_delay: int = 0
-    """K: the largest delay in learner iterations (0 = synchronous on-policy training)."""
+    """K, the lag in learner iterations, of a run (0 = synchronous on-policy training), and
+    the ring buffer's capacity: the largest K (`lag_delay` in grids) a run's grid may ask
+    for."""
     mode: Literal["fixed", "uniform", "spread"] = "fixed"
     """fixed: k_g = K; uniform: k_g(T) ~ U{0..K} per group and iteration;
     spread: group g always lags round(g·K/(G−1))."""

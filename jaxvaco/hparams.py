@@ -31,7 +31,8 @@ class Hyperparams:
     """VACO's TV threshold δ."""
     target_kl: jnp.ndarray
     lag_delay: jnp.ndarray
-    """K (int32), at most config.lag.max_delay, which sizes the parameter ring buffer."""
+    """K, the lag (int32): config.lag.max_delay unless a grid sets it, at most that value,
+    which sizes the parameter ring buffer."""
 
 
 def hyperparams_from_config(config: TrainConfig) -> Hyperparams:

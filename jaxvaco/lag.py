@@ -94,9 +94,10 @@ def gather(history: Any, iteration: jax.Array, delays: jax.Array) -> Any:
 
 
 def sample_delays(
-    key: jax.Array, mode: str, num_groups: int, max_delay: jax.Array, iteration: jax.Array
+    key: jax.Array, mode: str, num_groups: int, lag_delay: jax.Array, iteration: jax.Array
 ) -> jax.Array:
     """k_g(T) for each group, clamped at T (so θ_{T−k} never precedes θ_0). int32 [G].
+    K is `lag_delay`, the run's lag.
 
     fixed:   k_g = K
     uniform: k_g ~ U{0, ..., K}, fresh for each group and iteration
@@ -104,11 +105,11 @@ def sample_delays(
     """
     groups = jnp.arange(num_groups)
     if mode == "fixed":
-        delays = jnp.full((num_groups,), max_delay)
+        delays = jnp.full((num_groups,), lag_delay)
     elif mode == "uniform":
-        delays = jax.random.randint(key, (num_groups,), 0, max_delay + 1)
+        delays = jax.random.randint(key, (num_groups,), 0, lag_delay + 1)
     elif mode == "spread":
-        delays = jnp.round(groups * max_delay / max(num_groups - 1, 1))
+        delays = jnp.round(groups * lag_delay / max(num_groups - 1, 1))
     else:
         raise ValueError(f"unknown lag mode {mode!r}")
     return jnp.minimum(delays.astype(jnp.int32), iteration)

@@ -65,7 +65,7 @@ class SweepConfig:
     envs: tuple[str, ...] = ("CartPole-v1",)
     algos: tuple[str, ...] = ("ppo",)
     lag_delays: tuple[int, ...] = (0,)
-    """Policy lags K."""
+    """Policy lags K: the cells' `lag_delay` values (a cell's lag.max_delay is their max)."""
     vmap_lag: bool = True
     """Run the K values of an (env, algo) cell as one program (else one cell per K)."""
     grid: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)

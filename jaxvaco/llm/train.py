@@ -203,20 +203,20 @@ def make_rl(model: Transformer, config: RLConfig) -> RL:
     def init(params, key) -> RLState:
         return RLState(params, optimizer.init(params), lag_model.init(params), jnp.int32(0), key)
 
-    def train_step(state: RLState, max_delay, pool: Problems, ref_params):
+    def train_step(state: RLState, lag_delay, pool: Problems, ref_params):
         key, k_delay, k_iter = jax.random.split(state.key, 3)
         stacked, delays, history = lag_model.behaviour(state.history, state.params, state.step,
-                                                       k_delay, max_delay)
+                                                       k_delay, lag_delay)
         behaviour = jax.tree.map(lambda h: h[0], stacked)
         params, opt_state, metrics = iteration(state.params, state.opt_state, behaviour, k_iter,
                                                pool, ref_params)
         metrics["lag/iterations"] = delays.mean().astype(jnp.float32)
         return RLState(params, opt_state, history, state.step + 1, key), metrics
 
-    def chunk(state, max_delay, pool, ref_params, test: Problems, num_steps: int):
+    def chunk(state, lag_delay, pool, ref_params, test: Problems, num_steps: int):
         """`num_steps` training steps, then the held-out accuracy of the final θ."""
         state, metrics = jax.lax.scan(
-            lambda s, _: train_step(s, max_delay, pool, ref_params), state, None, num_steps)
+            lambda s, _: train_step(s, lag_delay, pool, ref_params), state, None, num_steps)
         return state, metrics, accuracy(model, state.params, test)
 
     return RL(init, iteration, train_step, chunk)
