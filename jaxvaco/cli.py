@@ -96,10 +96,10 @@ def resume_defaults(run_dir: Path) -> TrainArgs:
 
 
 def train_command(argv: list[str]) -> int:
-    from jaxvaco.config import ineffective_options, validate
     from jaxvaco.progress import print_summary
     from jaxvaco.run_dir import RunAlreadyComplete, complete_message
     from jaxvaco.runner import run
+    from jaxvaco.validation import ineffective_options, validate
 
     resume = option_value(argv, "--resume")
     try:

@@ -41,17 +41,12 @@ from jaxvaco.checkpoint import (
     write_failure,
 )
 from jaxvaco.compilation import COMPILE_CLOCK, Stopwatch, configure_cache
-from jaxvaco.config import (
-    ConfigError,
-    RunFileError,
-    TrainConfig,
-    to_dict,
-    validate,
-)
+from jaxvaco.config import ConfigError, RunFileError, TrainConfig, to_dict
 from jaxvaco.hparams import Hyperparams, hyperparams_from_config
 from jaxvaco.run_dir import Grid, RunControl, grid_as_json, load_run_control, open_run, write_json
 from jaxvaco.sinks import Sinks, open_sinks, read_rows
 from jaxvaco.train import Trainer, TrainState, make_train
+from jaxvaco.validation import validate
 
 TARGET_CHUNKS = 20
 GUARDED_METRICS = ("loss/", "grad_norm")

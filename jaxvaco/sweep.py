@@ -46,13 +46,11 @@ from jaxvaco.config import (
     RunFileError,
     TrainConfig,
     from_table,
-    lag_reaches_end,
-    plain_folder_name,
-    validate,
 )
 from jaxvaco.results import tidy_rows, write_table
 from jaxvaco.run_dir import RunControl, load_run_dir, write_json
 from jaxvaco.runner import expand_runs, run
+from jaxvaco.validation import lag_reaches_end, plain_folder_name, validate
 
 
 @dataclasses.dataclass(frozen=True)

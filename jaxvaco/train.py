@@ -30,7 +30,7 @@ from flax import struct
 from jaxvaco import distributed, lag
 from jaxvaco.algos import Algorithm, Batch, make_algorithm
 from jaxvaco.algos.common import total_loss
-from jaxvaco.config import TrainConfig, validate
+from jaxvaco.config import TrainConfig
 from jaxvaco.envs import VecEnv, make_env
 from jaxvaco.envs.base import EnvSpec, VecEnvState
 from jaxvaco.estimators import Targets, gae, vtrace
@@ -44,6 +44,7 @@ from jaxvaco.normalize import (
     update_running_stats,
 )
 from jaxvaco.primitives import half_abs_deviation, truncated_importance_weight
+from jaxvaco.validation import validate
 
 
 @struct.dataclass

@@ -21,8 +21,8 @@ from jaxvaco.config import (
     VtraceConfig,
     from_dict,
     to_dict,
-    validate,
 )
+from jaxvaco.validation import validate
 
 BASE = TrainConfig(num_envs=8, num_steps=16, total_timesteps=1024, num_minibatches=2)
 

@@ -249,7 +249,7 @@ def test_seeds_over_devices(found):
      "multiple of --distributed.num-devices"),
 ])
 def test_clear_config_errors(changes, words):
-    from jaxvaco.config import validate
+    from jaxvaco.validation import validate
 
     with pytest.raises(ConfigError, match=words):
         validate(dataclasses.replace(tiny(num_devices=DEVICES), **changes))
