@@ -1,7 +1,7 @@
-"""Loss primitives shared by the RL algorithms (`jaxvaco.algos`) and the LLM setting
-(`jaxvaco.llm.losses`): per-sample pieces with the equation in each docstring, so that
-every objective is written once. Arrays are any shape; nothing here reduces unless its
-name says so (`masked_mean`).
+"""Primitives shared by the RL trainer and algorithms (`jaxvaco.train`, `jaxvaco.algos`) and
+the LLM setting (`jaxvaco.llm`): per-sample loss pieces with the equation in each docstring,
+so that every objective is written once, and the minibatch shuffle. Arrays are any shape;
+nothing here reduces unless its name says so (`masked_mean`).
 """
 
 from __future__ import annotations
@@ -49,3 +49,20 @@ def k3(log_ratio: jax.Array) -> jax.Array:
 def masked_mean(x: jax.Array, valid: jax.Array) -> jax.Array:
     """Σ valid·x / Σ valid: the mean over the valid entries (0 if there are none)."""
     return jnp.sum(jnp.where(valid, x, 0.0)) / jnp.maximum(valid.sum(), 1)
+
+
+def shuffled_minibatches(tree, key: jax.Array, num_minibatches: int, axis: int = 0):
+    """Permute the units along `axis` (one permutation for every leaf) and split them into
+    `num_minibatches` equal parts, stacked on a new leading axis:
+    [..., U, ...] -> [M, ..., U/M, ...]. A unit (an env's trajectory, a prompt's group of
+    completions) stays whole."""
+    units = jax.tree.leaves(tree)[0].shape[axis]
+    perm = jax.random.permutation(key, units)
+
+    def split(x):
+        x = jnp.take(x, perm, axis=axis)
+        x = x.reshape(x.shape[:axis] + (num_minibatches, units // num_minibatches)
+                      + x.shape[axis + 1:])
+        return jnp.moveaxis(x, axis, 0)
+
+    return jax.tree.map(split, tree)

@@ -43,7 +43,11 @@ from jaxvaco.normalize import (
     normalize_obs,
     update_running_stats,
 )
-from jaxvaco.primitives import half_abs_deviation, truncated_importance_weight
+from jaxvaco.primitives import (
+    half_abs_deviation,
+    shuffled_minibatches,
+    truncated_importance_weight,
+)
 from jaxvaco.validation import validate
 
 
@@ -121,19 +125,6 @@ def per_group(fn: Callable, grouped: bool, num_groups: int) -> Callable:
         return jax.tree.map(merge_groups, out)
 
     return apply
-
-
-def minibatches(batch: Batch, key: jax.Array, num_minibatches: int) -> Batch:
-    """Shuffle envs and split into [M, T, N/M, ...]: whole trajectories stay together."""
-    num_envs = batch.rewards.shape[1]
-    perm = jax.random.permutation(key, num_envs)
-
-    def split(x):
-        x = jnp.take(x, perm, axis=1)
-        x = x.reshape((x.shape[0], num_minibatches, num_envs // num_minibatches) + x.shape[2:])
-        return jnp.swapaxes(x, 0, 1)
-
-    return jax.tree.map(split, batch)
 
 
 def mean_tv(logp_a: jax.Array, logp_b: jax.Array) -> jax.Array:
@@ -316,7 +307,7 @@ def update(setup: Setup, state: TrainState, batch: Batch, hp: Hyperparams, key: 
         batch = jax.tree.map(lambda x: distributed.gather_envs(x, mb_axis), batch)
 
     def epoch(carry, epoch_key):
-        mbs = minibatches(batch, epoch_key, config.num_minibatches)
+        mbs = shuffled_minibatches(batch, epoch_key, config.num_minibatches, axis=1)
         mbs = jax.tree.map(lambda x: distributed.local_part(x, mb_axis, dim=2), mbs)
         return jax.lax.scan(lambda c, mb: sgd_step(setup, c, mb, hp, state.algo_state, lr),
                             carry, mbs)

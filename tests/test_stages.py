@@ -221,3 +221,25 @@ def test_learner_view_recomputes_only_what_the_algorithm_reads():
     _, values = setup.network.apply(state.params, traj.obs)
     close(view.values, np.asarray(values), TOL)
     assert view.next_values.shape == (5, 4)
+
+
+@pytest.mark.parametrize("axis,minibatches", [(0, 2), (1, 4), (1, 1)])
+def test_shuffled_minibatches_keep_units_whole_and_cover_them_once(axis, minibatches):
+    """Against NumPy: minibatch m holds units perm[m·U/M : (m+1)·U/M] along `axis`, for
+    every leaf with the same permutation."""
+    from jaxvaco.primitives import shuffled_minibatches
+
+    rng = np.random.default_rng(axis)
+    shape = (3, 8, 2) if axis == 1 else (8, 5)
+    tree = {"a": rng.normal(size=shape).astype(np.float32),
+            "b": rng.integers(0, 100, size=shape[:axis + 1])}
+    key = jax.random.key(7)
+    out = shuffled_minibatches(jax.tree.map(jnp.asarray, tree), key, minibatches, axis=axis)
+    perm = np.asarray(jax.random.permutation(key, 8))
+    size = 8 // minibatches
+    for name, leaf in tree.items():
+        assert out[name].shape[0] == minibatches
+        for m in range(minibatches):
+            expected = np.take(leaf, perm[m * size:(m + 1) * size], axis=axis)
+            np.testing.assert_array_equal(np.asarray(out[name][m]), expected)
+    assert sorted(perm) == list(range(8))
