@@ -364,13 +364,16 @@ def iteration(setup: Setup, state: TrainState, hp: Hyperparams) -> tuple[TrainSt
 
 
 def train_chunk(setup: Setup, state: TrainState, hp: Hyperparams, num_iterations: jax.Array):
-    """Run num_iterations iterations; return the new state and metrics summed over them."""
-    zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
-                         jax.eval_shape(functools.partial(iteration, setup), state, hp)[1])
+    """Run num_iterations iterations; return the new state and metrics summed over them.
+
+    `iteration` is traced once: as a nested jit, the trace `eval_shape` makes for the
+    metrics' structure is the one the loop body reuses (XLA inlines the call)."""
+    step = jax.jit(functools.partial(iteration, setup))
+    zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(step, state, hp)[1])
 
     def body(_, carry):
         state, sums = carry
-        state, metrics = iteration(setup, state, hp)
+        state, metrics = step(state, hp)
         return state, jax.tree.map(jnp.add, sums, metrics)
 
     return jax.lax.fori_loop(0, num_iterations, body, (state, zeros))
