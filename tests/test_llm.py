@@ -127,21 +127,35 @@ def np_group_advantages(rewards, group_size):
     return ((g - g.mean(1, keepdims=True)) / (g.std(1, keepdims=True) + 1e-6)).ravel()
 
 
-def np_grpo(logp, logp_b, adv, valid, eps):
+def np_group_advantages_unscaled(rewards, group_size):
+    g = rewards.reshape(-1, group_size)
+    return (g - g.mean(1, keepdims=True)).ravel()
+
+
+def np_aggregate(x, valid, how):
+    """The three reductions written out row by row."""
+    if how == "token":
+        return x[valid].mean()
+    if how == "sequence":
+        return np.mean([row[v].mean() if v.any() else 0.0 for row, v in zip(x, valid, strict=True)])
+    return sum(row[v].sum() for row, v in zip(x, valid, strict=True)) / x.size  # "constant"
+
+
+def np_grpo(logp, logp_b, adv, valid, eps, agg="token"):
     r = np.exp(logp - logp_b)
     a = np.broadcast_to(adv[:, None], r.shape)
     s = np.minimum(r * a, np.clip(r, 1 - eps, 1 + eps) * a)
     clipped = (np.abs(r - 1) > eps) & (a * (r - 1) > 0)
-    return -s[valid].mean(), clipped[valid].mean()
+    return -np_aggregate(s, valid, agg), clipped[valid].mean()
 
 
-def np_vaco(logp, logp_anchor, adv, valid, delta, kind):
+def np_vaco(logp, logp_anchor, adv, valid, delta, kind, agg="token"):
     r = np.exp(logp - logp_anchor)
     a = np.broadcast_to(adv[:, None], r.shape)
     tv = 0.5 * np.abs(r - 1)
     exceeded = {"batch": tv[valid].mean() >= delta, "sample": tv >= delta, "none": False}[kind]
     m = ~(exceeded & (a * (r - 1) > 0))
-    return -(m * r * a)[valid].mean(), 1 - m[valid].mean()
+    return -np_aggregate(m * r * a, valid, agg), 1 - m[valid].mean()
 
 
 def random_batch(seed, spread):
@@ -159,6 +173,39 @@ def test_group_advantages_match_numpy():
     np.testing.assert_allclose(losses.group_advantages(jnp.asarray(rewards), 4),
                                np_group_advantages(rewards, 4), rtol=1e-6)
     np.testing.assert_array_equal(losses.group_advantages(jnp.asarray(rewards), 4)[8:], 0.0)
+
+
+def test_unscaled_group_advantages_match_numpy():
+    rewards = np.random.default_rng(5).integers(0, 2, 24).astype(np.float32)
+    adv = losses.group_advantages(jnp.asarray(rewards), 8, scale="none")
+    np.testing.assert_allclose(adv, np_group_advantages_unscaled(rewards, 8), atol=1e-6)
+    with pytest.raises(ValueError):
+        losses.group_advantages(jnp.asarray(rewards), 8, scale="bogus")
+
+
+@pytest.mark.parametrize("how", ["token", "sequence", "constant"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_aggregate_matches_numpy(how, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(7, 11)).astype(np.float32)
+    valid = rng.random((7, 11)) < 0.5
+    valid[3] = False  # a completion with no valid token
+    np.testing.assert_allclose(losses.aggregate(jnp.asarray(x), jnp.asarray(valid), how),
+                               np_aggregate(x, valid, how), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("agg", ["sequence", "constant"])
+@pytest.mark.parametrize("seed, spread", [(0, 0.05), (1, 0.5)])
+def test_policy_losses_aggregations_match_numpy(agg, seed, spread):
+    logp, logp_b, rewards, valid = random_batch(seed, spread)
+    adv = np_group_advantages_unscaled(rewards, 3)
+    args = tuple(map(jnp.asarray, (logp, logp_b, adv, valid)))
+    for got, want in [(losses.grpo_policy_loss(*args, 0.2, agg),
+                       np_grpo(logp, logp_b, adv, valid, 0.2, agg)),
+                      (losses.vaco_policy_loss(*args, 0.2, "sample", agg),
+                       np_vaco(logp, logp_b, adv, valid, 0.2, "sample", agg))]:
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
 
 
 @pytest.mark.parametrize("seed, spread", [(0, 0.05), (1, 0.5), (2, 1.0)])
