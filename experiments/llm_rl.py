@@ -111,7 +111,8 @@ def rl(args):
               f"{np.round(acc.mean(0), 3)} per seed {np.round(acc.mean(1), 3)}; sampled "
               f"{sacc.mean():.3f} {np.round(sacc.mean(0), 3)}; train reward {m['reward']:.3f}"
               f" mixed {m.get('groups/mixed', float('nan')):.2f} len {m['length']:.1f} "
-              f"tv/fwd {m['tv/forward']:.4f} clip {m['filter/fraction']:.4f}", flush=True)
+              f"entropy {m.get('entropy', float('nan')):.3f} tv/fwd {m['tv/forward']:.4f} "
+              f"clip {m['filter/fraction']:.4f}", flush=True)
         rows += [{"label": args.label, "seed": s, "step": step, "greedy": acc[s].mean(),
                   "sampled": sacc[s].mean(),
                   **{f"greedy/l{lvl}": acc[s, i] for i, lvl in enumerate(task.LEVELS)}}
