@@ -86,11 +86,15 @@ def sampled_accuracy(model: Transformer, params: Any, problems: Problems, key: j
 @dataclasses.dataclass(frozen=True)
 class RLConfig:
     algo: str = "grpo"  # "grpo" | "vaco"
-    num_prompts: int = 8  # P prompts per generation step
-    group_size: int = 8  # G completions per prompt
+    # Defaults from experiments/results/llm_rl/notes.md (issue 15): at lr ≥ 2e-4 Adam's
+    # ≈ lr-sized steps follow the policy gradient's noise and greedy accuracy falls; at
+    # 1e-4 with 16 × 16 completions in one update it rises. (Until issue 15: 8 × 8, M = 4,
+    # lr 5e-5, which experiments/llm_lag.py keeps as its defaults.)
+    num_prompts: int = 16  # P prompts per generation step
+    group_size: int = 16  # G completions per prompt
     epochs: int = 1  # E
-    minibatches: int = 4  # M (of whole groups)
-    learning_rate: float = 5e-5
+    minibatches: int = 1  # M (of whole groups)
+    learning_rate: float = 1e-4
     max_grad_norm: float = 1.0
     temperature: float = 1.0
     clip_eps: float = 0.2  # GRPO
