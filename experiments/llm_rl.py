@@ -96,11 +96,12 @@ def rl(args):
     print(f"config {config}")
     print(f"step 0: greedy {greedy0.mean():.3f} {np.round(greedy0, 3)} "
           f"sampled {sampled0.mean():.3f} {np.round(sampled0, 3)}", flush=True)
-    rows = [{"label": args.label, "seed": s, "step": 0, "greedy": greedy0.mean(),
+    rows = [{"label": args.label, "seed": args.seed0 + s, "step": 0, "greedy": greedy0.mean(),
              "sampled": sampled0.mean(), **{f"greedy/l{lvl}": greedy0[i] for i, lvl in
                                             enumerate(task.LEVELS)}}
             for s in range(seeds)]
-    start = time.time()
+    append_rows(args.csv, rows)
+    rows, start = [], time.time()
     for c in range(args.steps // args.eval_every):
         states, metrics, acc = jax.block_until_ready(chunk(states))
         acc = np.asarray(acc)
@@ -113,18 +114,25 @@ def rl(args):
               f" mixed {m.get('groups/mixed', float('nan')):.2f} len {m['length']:.1f} "
               f"entropy {m.get('entropy', float('nan')):.3f} tv/fwd {m['tv/forward']:.4f} "
               f"clip {m['filter/fraction']:.4f}", flush=True)
-        rows += [{"label": args.label, "seed": s, "step": step, "greedy": acc[s].mean(),
-                  "sampled": sacc[s].mean(),
+        rows += [{"label": args.label, "seed": args.seed0 + s, "step": step,
+                  "greedy": acc[s].mean(), "sampled": sacc[s].mean(),
                   **{f"greedy/l{lvl}": acc[s, i] for i, lvl in enumerate(task.LEVELS)}}
                  for s in range(seeds)]
+        append_rows(args.csv, rows)
+        rows = []
     print(f"total {time.time() - start:.0f}s")
-    if args.csv:
-        new = not args.csv.exists()
-        with open(args.csv, "a", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            if new:
-                w.writeheader()
-            w.writerows(rows)
+
+
+def append_rows(path: Path | None, rows: list[dict]) -> None:
+    """Append rows to the CSV now, so a run cut short keeps its evaluations."""
+    if path is None or not rows:
+        return
+    new = not path.exists()
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        if new:
+            w.writeheader()
+        w.writerows(rows)
 
 
 def main():
