@@ -51,10 +51,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=100, help="RL generation steps per run")
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--warm-start-steps", type=int, default=600)
-    p.add_argument("--learning-rate", type=float, default=RLConfig.learning_rate)
-    p.add_argument("--num-prompts", type=int, default=RLConfig.num_prompts)
-    p.add_argument("--group-size", type=int, default=RLConfig.group_size)
-    p.add_argument("--minibatches", type=int, default=RLConfig.minibatches)
+    # The README table's configuration (RLConfig's defaults before issue 15, which retuned
+    # them for K = 0: experiments/results/llm_rl/notes.md).
+    p.add_argument("--learning-rate", type=float, default=5e-5)
+    p.add_argument("--num-prompts", type=int, default=8)
+    p.add_argument("--group-size", type=int, default=8)
+    p.add_argument("--minibatches", type=int, default=4)
     p.add_argument("--vaco-anchor", choices=("learner", "behaviour"),
                    default=RLConfig.vaco_anchor)
     p.add_argument("--samples", type=int, default=4,

@@ -14,7 +14,7 @@ import pytest
 
 from jaxvaco.llm import losses, task
 from jaxvaco.llm.model import ModelConfig, Transformer, init_cache, sample, token_logp
-from jaxvaco.llm.train import RLConfig, make_rl, sampled_accuracy, warm_start
+from jaxvaco.llm.train import RLConfig, accuracy, make_rl, sampled_accuracy, warm_start
 
 pytestmark = pytest.mark.usefixtures("fast_compile")
 
@@ -127,21 +127,35 @@ def np_group_advantages(rewards, group_size):
     return ((g - g.mean(1, keepdims=True)) / (g.std(1, keepdims=True) + 1e-6)).ravel()
 
 
-def np_grpo(logp, logp_b, adv, valid, eps):
+def np_group_advantages_unscaled(rewards, group_size):
+    g = rewards.reshape(-1, group_size)
+    return (g - g.mean(1, keepdims=True)).ravel()
+
+
+def np_aggregate(x, valid, how):
+    """The three reductions written out row by row."""
+    if how == "token":
+        return x[valid].mean()
+    if how == "sequence":
+        return np.mean([row[v].mean() if v.any() else 0.0 for row, v in zip(x, valid, strict=True)])
+    return sum(row[v].sum() for row, v in zip(x, valid, strict=True)) / x.size  # "constant"
+
+
+def np_grpo(logp, logp_b, adv, valid, eps, agg="token"):
     r = np.exp(logp - logp_b)
     a = np.broadcast_to(adv[:, None], r.shape)
     s = np.minimum(r * a, np.clip(r, 1 - eps, 1 + eps) * a)
     clipped = (np.abs(r - 1) > eps) & (a * (r - 1) > 0)
-    return -s[valid].mean(), clipped[valid].mean()
+    return -np_aggregate(s, valid, agg), clipped[valid].mean()
 
 
-def np_vaco(logp, logp_anchor, adv, valid, delta, kind):
+def np_vaco(logp, logp_anchor, adv, valid, delta, kind, agg="token"):
     r = np.exp(logp - logp_anchor)
     a = np.broadcast_to(adv[:, None], r.shape)
     tv = 0.5 * np.abs(r - 1)
     exceeded = {"batch": tv[valid].mean() >= delta, "sample": tv >= delta, "none": False}[kind]
     m = ~(exceeded & (a * (r - 1) > 0))
-    return -(m * r * a)[valid].mean(), 1 - m[valid].mean()
+    return -np_aggregate(m * r * a, valid, agg), 1 - m[valid].mean()
 
 
 def random_batch(seed, spread):
@@ -159,6 +173,39 @@ def test_group_advantages_match_numpy():
     np.testing.assert_allclose(losses.group_advantages(jnp.asarray(rewards), 4),
                                np_group_advantages(rewards, 4), rtol=1e-6)
     np.testing.assert_array_equal(losses.group_advantages(jnp.asarray(rewards), 4)[8:], 0.0)
+
+
+def test_unscaled_group_advantages_match_numpy():
+    rewards = np.random.default_rng(5).integers(0, 2, 24).astype(np.float32)
+    adv = losses.group_advantages(jnp.asarray(rewards), 8, scale="none")
+    np.testing.assert_allclose(adv, np_group_advantages_unscaled(rewards, 8), atol=1e-6)
+    with pytest.raises(ValueError):
+        losses.group_advantages(jnp.asarray(rewards), 8, scale="bogus")
+
+
+@pytest.mark.parametrize("how", ["token", "sequence", "constant"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_aggregate_matches_numpy(how, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(7, 11)).astype(np.float32)
+    valid = rng.random((7, 11)) < 0.5
+    valid[3] = False  # a completion with no valid token
+    np.testing.assert_allclose(losses.aggregate(jnp.asarray(x), jnp.asarray(valid), how),
+                               np_aggregate(x, valid, how), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("agg", ["sequence", "constant"])
+@pytest.mark.parametrize("seed, spread", [(0, 0.05), (1, 0.5)])
+def test_policy_losses_aggregations_match_numpy(agg, seed, spread):
+    logp, logp_b, rewards, valid = random_batch(seed, spread)
+    adv = np_group_advantages_unscaled(rewards, 3)
+    args = tuple(map(jnp.asarray, (logp, logp_b, adv, valid)))
+    for got, want in [(losses.grpo_policy_loss(*args, 0.2, agg),
+                       np_grpo(logp, logp_b, adv, valid, 0.2, agg)),
+                      (losses.vaco_policy_loss(*args, 0.2, "sample", agg),
+                       np_vaco(logp, logp_b, adv, valid, 0.2, "sample", agg))]:
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
 
 
 @pytest.mark.parametrize("seed, spread", [(0, 0.05), (1, 0.5), (2, 1.0)])
@@ -277,3 +324,37 @@ def test_tiny_end_to_end_improves_held_out_accuracy():
         rl.init(params, jax.random.key(6)))
     after = float(success(state.params))
     assert after > before + 0.05, (before, after, np.asarray(metrics["reward"]))
+
+
+@pytest.mark.slow
+def test_rl_raises_held_out_greedy_accuracy_over_warm_start():
+    """The RL stage at RLConfig's defaults (lr 1e-4, 16 prompts × 16 completions, one
+    update per batch, K = 0), 40 steps from a 300-step SFT warm start on one-step problems,
+    raises held-out greedy accuracy (64 problems) and the τ = 1 success rate (8 samples
+    per problem) over the warm start.
+
+    Measured when written: greedy 0.547 -> 0.578 (35 -> 37 of 64 problems, a small gain)
+    and sampled 0.400 -> 0.455. 390 s on 2 CPU cores at load ≈ 7 (other jobs running).
+    On the full three-level task the gains are clearer: experiments/results/llm_rl/notes.md
+    (4 seeds, 0.784 -> 0.840 greedy). At lr 3e-4 greedy accuracy fell instead: Adam's
+    ≈ lr-sized steps follow the policy gradient's noise.
+    """
+    model = Transformer(ModelConfig(len(task.VOCAB), task.SEQ_LEN))
+    held_out = task.test_sets(size=64)
+    held_out = held_out._replace(level=jnp.where(held_out.level == 1, 1, 0))  # level 1 only
+    pool = task.train_pool(8192, 1, held_out)
+    params = model.init(jax.random.key(0), pool.sequences[:1])
+    params, _ = jax.jit(lambda p: warm_start(model, p, pool, jax.random.key(5), 300, 64, 1e-3))(
+        params)
+    greedy = jax.jit(lambda p: accuracy(model, p, held_out)[0])
+    success = jax.jit(lambda p: sampled_accuracy(model, p, held_out, jax.random.key(99), 1.0,
+                                                 8)[0])
+    before = float(greedy(params)), float(success(params))
+    pool = jax.tree.map(lambda x: x[np.flatnonzero(pool.level == 1)], pool)
+    rl = make_rl(model, RLConfig())
+    state, metrics = jax.jit(lambda s: jax.lax.scan(
+        lambda s, _: rl.train_step(s, jnp.int32(0), pool, params), s, None, 40))(
+        rl.init(params, jax.random.key(6)))
+    after = float(greedy(state.params)), float(success(state.params))
+    assert after[0] > before[0] and after[1] > before[1] + 0.03, (
+        before, after, np.asarray(metrics["reward"]))

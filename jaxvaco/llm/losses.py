@@ -6,6 +6,11 @@ Every token mean is over the valid tokens of the (mini)batch [ours: the token-le
 mean of DAPO/Dr. GRPO, so each token weighs the same whatever its completion's length]:
 
     mean_v(x) = Σ_{b,t} valid·x / Σ_{b,t} valid
+
+The policy losses take `agg`, how the per-token surrogate is reduced (`aggregate`):
+"token" is mean_v above (the default); "sequence" is GRPO's original mean over each
+completion's tokens, then over completions; "constant" is Dr. GRPO's Σ valid·x / (B·(T−1)),
+a fixed normaliser, so neither a completion's length nor the batch's scales a token.
 """
 
 from __future__ import annotations
@@ -17,33 +22,64 @@ import jax.numpy as jnp
 from jaxvaco.algos.vaco import tv_filter_mask
 from jaxvaco.primitives import clipped_surrogate, half_abs_deviation, k3, masked_mean
 
+AGGREGATIONS = ("token", "sequence", "constant")
 
-def group_advantages(rewards: jax.Array, group_size: int, eps: float = 1e-6) -> jax.Array:
+
+def group_advantages(rewards: jax.Array, group_size: int, eps: float = 1e-6,
+                     scale: str = "std") -> jax.Array:
     """Â_i = (R_i − mean_g R) / (std_g R + ε) within each group of `group_size` consecutive
     completions of one prompt [paper: GRPO, Shao et al. 2024; population std, ours]. [B]
+
+    scale = "none" keeps Â_i = R_i − mean_g R [paper: Dr. GRPO, Liu et al. 2025]: no
+    division by a group's std, which makes a group with one success in G weigh as much as
+    an evenly split one.
 
     A group whose rewards are all equal gets Â = 0. In VACO this is the whole alignment
     step: with no critic, the group-normalised reward is the advantage (spec §5).
     """
     groups = rewards.reshape(-1, group_size)
     centred = groups - groups.mean(axis=1, keepdims=True)
-    return (centred / (groups.std(axis=1, keepdims=True) + eps)).reshape(rewards.shape)
+    if scale == "std":
+        centred = centred / (groups.std(axis=1, keepdims=True) + eps)
+    elif scale != "none":
+        raise ValueError(f"unknown advantage scale {scale!r}")
+    return centred.reshape(rewards.shape)
+
+
+def aggregate(x: jax.Array, valid: jax.Array, how: str = "token") -> jax.Array:
+    """Reduce per-token x [B, T−1] to a scalar over the valid tokens:
+
+        token:     Σ_{b,t} valid·x / Σ_{b,t} valid                     (mean_v)
+        sequence:  mean_b (Σ_t valid·x / Σ_t valid)                     (GRPO)
+        constant:  Σ_{b,t} valid·x / (B·(T−1))                          (Dr. GRPO)
+
+    A completion with no valid token contributes 0 to "sequence".
+    """
+    if how == "token":
+        return masked_mean(x, valid)
+    x = jnp.where(valid, x, 0.0)
+    if how == "sequence":
+        return jnp.mean(x.sum(-1) / jnp.maximum(valid.sum(-1), 1))
+    if how == "constant":
+        return x.sum() / x.size
+    raise ValueError(f"unknown loss aggregation {how!r}")
 
 
 def grpo_policy_loss(logp: jax.Array, logp_behaviour: jax.Array, advantages: jax.Array,
-                     valid: jax.Array, clip_eps: float) -> tuple[jax.Array, jax.Array]:
+                     valid: jax.Array, clip_eps: float,
+                     agg: str = "token") -> tuple[jax.Array, jax.Array]:
     """GRPO's clipped surrogate on the token ratio to the generating policy β:
 
         r_t = π_θ(y_t)/β(y_t),   L = −mean_v(min(r_t·Â, clip(r_t, 1−ε, 1+ε)·Â))
 
-    with the completion's Â on each of its tokens. Returns (L, clip fraction): the share
-    of valid tokens whose gradient the clip removes.
+    with the completion's Â on each of its tokens (mean_v, or `aggregate(·, agg)`).
+    Returns (L, clip fraction): the share of valid tokens whose gradient the clip removes.
     """
     chex.assert_rank([logp, advantages], [2, 1])
     chex.assert_equal_shape([logp, logp_behaviour, valid])
     adv = jnp.broadcast_to(advantages[:, None], logp.shape)
     per_token, clipped = clipped_surrogate(logp, logp_behaviour, adv, clip_eps)
-    return masked_mean(per_token, valid), masked_mean(clipped, valid)
+    return aggregate(per_token, valid, agg), masked_mean(clipped, valid)
 
 
 def token_filter_mask(log_ratio: jax.Array, advantages: jax.Array, valid: jax.Array,
@@ -62,7 +98,8 @@ def token_filter_mask(log_ratio: jax.Array, advantages: jax.Array, valid: jax.Ar
 
 
 def vaco_policy_loss(logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Array,
-                     valid: jax.Array, delta: float, kind: str) -> tuple[jax.Array, jax.Array]:
+                     valid: jax.Array, delta: float, kind: str,
+                     agg: str = "token") -> tuple[jax.Array, jax.Array]:
     """Token-level VACO (spec §5) [paper: filter per token with r = π_θ/π_T; form ours]:
 
         r_t = π_θ(y_t)/anchor(y_t)        anchor = π_T (default) or β
@@ -70,14 +107,15 @@ def vaco_policy_loss(logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Ar
         m_t = 0 if D ≥ δ and Â·(r_t − 1) > 0, else 1   ("batch"; "sample": tv_t ≥ δ)
         L = −mean_v(sg(m_t)·r_t·Â)
 
-    No clip and no min(). Returns (L, filter fraction over the valid tokens).
+    No clip and no min(); mean_v, or `aggregate(·, agg)`. Returns (L, filter fraction over
+    the valid tokens).
     """
     chex.assert_rank([logp, advantages], [2, 1])
     chex.assert_equal_shape([logp, logp_anchor, valid])
     log_ratio = logp - logp_anchor
     mask = jax.lax.stop_gradient(token_filter_mask(log_ratio, advantages, valid, delta, kind))
     surrogate = mask * jnp.exp(log_ratio) * advantages[:, None]
-    return -masked_mean(surrogate, valid), 1.0 - masked_mean(mask, valid)
+    return -aggregate(surrogate, valid, agg), 1.0 - masked_mean(mask, valid)
 
 
 def k3_kl(logp: jax.Array, logp_ref: jax.Array, valid: jax.Array) -> jax.Array:

@@ -91,11 +91,15 @@ gradient, VACO's filter drops them (before: one `filter/fraction` for both)."""
 @dataclasses.dataclass(frozen=True)
 class RLConfig:
     algo: str = "grpo"  # "grpo" | "vaco"
-    num_prompts: int = 8  # P prompts per generation step
-    group_size: int = 8  # G completions per prompt
+    # Defaults from experiments/results/llm_rl/notes.md (issue 15): at lr ≥ 2e-4 Adam's
+    # ≈ lr-sized steps follow the policy gradient's noise and greedy accuracy falls; at
+    # 1e-4 with 16 × 16 completions in one update it rises. (Until issue 15: 8 × 8, M = 4,
+    # lr 5e-5, which experiments/llm_lag.py keeps as its defaults.)
+    num_prompts: int = 16  # P prompts per generation step
+    group_size: int = 16  # G completions per prompt
     epochs: int = 1  # E
-    minibatches: int = 4  # M (of whole groups)
-    learning_rate: float = 5e-5
+    minibatches: int = 1  # M (of whole groups)
+    learning_rate: float = 1e-4
     max_grad_norm: float = 1.0
     temperature: float = 1.0
     clip_eps: float = 0.2  # GRPO
@@ -103,6 +107,9 @@ class RLConfig:
     delta: float = 0.2  # VACO
     vaco_filter: str = "batch"  # "batch" | "sample" | "none"
     vaco_anchor: str = "learner"  # "learner" (π_T) | "behaviour" (β)
+    adv_scale: str = "std"  # "std" (GRPO) | "none" (Dr. GRPO: R − mean_g R)
+    loss_agg: str = "token"  # "token" | "sequence" | "constant" (losses.aggregate)
+    warmup_updates: int = 0  # linear learning-rate warm-up over this many optimizer updates
     lag_mode: str = "fixed"  # spec §1.1, with one actor group
     max_delay: int = 8  # K_max: the ring buffer holds K_max + 1 parameter snapshots
 
@@ -134,8 +141,10 @@ class RL(NamedTuple):
 
 def make_rl(model: Transformer, config: RLConfig) -> RL:
     """GRPO or GRPO+VACO (config.algo) for `model` under spec §1.1's lag model."""
+    learning_rate = (optax.linear_schedule(0.0, config.learning_rate, config.warmup_updates)
+                     if config.warmup_updates > 0 else config.learning_rate)
     optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
-                            optax.adam(config.learning_rate))
+                            optax.adam(learning_rate))
     use_kl = config.kl_coef > 0
     lag_model = lag.ring_buffer(config.max_delay, config.lag_mode, num_groups=1)
 
@@ -151,19 +160,21 @@ def make_rl(model: Transformer, config: RLConfig) -> RL:
                      config.temperature)
         rewards = reward(out.tokens, prompt_len, pool.answers[idx])
         logp_ref = logp_of(ref_params, out.tokens) if use_kl else jnp.zeros_like(out.logp)
-        return Rollout(out, rewards, losses.group_advantages(rewards, config.group_size),
-                       logp_of(params, out.tokens), logp_ref)
+        advantages = losses.group_advantages(rewards, config.group_size,
+                                             scale=config.adv_scale)
+        return Rollout(out, rewards, advantages, logp_of(params, out.tokens), logp_ref)
 
     def loss_fn(params, mb: Rollout):
         c = mb.completions
         logp = logp_of(params, c.tokens)
         if config.algo == "grpo":
             loss, fraction = losses.grpo_policy_loss(logp, c.logp, mb.advantages, c.generated,
-                                                     config.clip_eps)
+                                                     config.clip_eps, config.loss_agg)
         else:
             anchor = mb.logp_learner if config.vaco_anchor == "learner" else c.logp
             loss, fraction = losses.vaco_policy_loss(logp, anchor, mb.advantages, c.generated,
-                                                     config.delta, config.vaco_filter)
+                                                     config.delta, config.vaco_filter,
+                                                     config.loss_agg)
         if use_kl:
             loss = loss + config.kl_coef * losses.k3_kl(logp, mb.logp_ref, c.generated)
         return loss, fraction
@@ -197,6 +208,10 @@ def make_rl(model: Transformer, config: RLConfig) -> RL:
             "tv/forward": losses.token_tv(logp_final - rollout.logp_learner, c.generated),
             "tv/total": losses.token_tv(logp_final - c.logp, c.generated),
             FRACTIONS[config.algo]: fraction.mean(),
+            # groups whose rewards are not all equal: the only ones with Â ≠ 0
+            "groups/mixed": (rollout.rewards.reshape(-1, config.group_size).std(-1) > 0).mean(),
+            # −mean log β per sampled token: a one-sample estimate of the policy's entropy
+            "entropy": -masked_mean(c.logp, c.generated),
         }
         return new_params, opt_state, metrics
 
