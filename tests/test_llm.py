@@ -7,6 +7,8 @@ minute on two CPU cores.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,7 +16,14 @@ import pytest
 
 from jaxvaco.llm import losses, task
 from jaxvaco.llm.model import ModelConfig, Transformer, init_cache, sample, token_logp
-from jaxvaco.llm.train import RLConfig, accuracy, make_rl, sampled_accuracy, warm_start
+from jaxvaco.llm.train import (
+    RLConfig,
+    accuracy,
+    group_minibatches,
+    make_rl,
+    sampled_accuracy,
+    warm_start,
+)
 
 pytestmark = pytest.mark.usefixtures("fast_compile")
 
@@ -358,3 +367,21 @@ def test_rl_raises_held_out_greedy_accuracy_over_warm_start():
     after = float(greedy(state.params)), float(success(state.params))
     assert after[0] > before[0] and after[1] > before[1] + 0.03, (
         before, after, np.asarray(metrics["reward"]))
+
+
+@pytest.mark.parametrize("prompts,group,epochs,minibatches", [(8, 4, 3, 2), (8, 8, 1, 4)])
+def test_group_minibatches_keep_groups_whole(prompts, group, epochs, minibatches):
+    """Against NumPy: update e·M + m holds the completions of the groups
+    perm_e[m·P/M : (m+1)·P/M], perm_e being epoch e's permutation of the P prompts."""
+    config = dataclasses.replace(RLConfig(), num_prompts=prompts, group_size=group,
+                                 epochs=epochs, minibatches=minibatches)
+    rows = np.random.default_rng(0).normal(size=(prompts * group, 3)).astype(np.float32)
+    key = jax.random.key(5)
+    out = np.asarray(group_minibatches({"x": jnp.asarray(rows)}, key, config)["x"])
+    size = prompts // minibatches
+    for e, k in enumerate(jax.random.split(key, epochs)):
+        perm = np.asarray(jax.random.permutation(k, prompts))
+        for m in range(minibatches):
+            groups = perm[m * size:(m + 1) * size]
+            expected = rows.reshape(prompts, group, 3)[groups].reshape(-1, 3)
+            np.testing.assert_array_equal(out[e * minibatches + m], expected)

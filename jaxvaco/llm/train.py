@@ -32,7 +32,7 @@ from jaxvaco import lag
 from jaxvaco.llm import losses
 from jaxvaco.llm.model import Completions, Transformer, sample, token_logp
 from jaxvaco.llm.task import LEVELS, PAD, Problems, reward
-from jaxvaco.primitives import masked_mean
+from jaxvaco.primitives import masked_mean, shuffled_minibatches
 
 
 def completion_mask(sequences: jax.Array, prompt_len: jax.Array) -> jax.Array:
@@ -139,6 +139,20 @@ class RL(NamedTuple):
     chunk: Callable  # (state, K, pool, ref, test, num_steps) -> (state, metrics, accuracy)
 
 
+def group_minibatches(rollout: Rollout, key: jax.Array, config: RLConfig) -> Rollout:
+    """[E·M, B/M, ...]: for each of the E epochs a fresh permutation of whole groups (a
+    prompt's G completions stay together), split into M minibatches
+    (`primitives.shuffled_minibatches`, as the RL trainer's)."""
+    def epoch(k):
+        groups = jax.tree.map(lambda x: x.reshape((config.num_prompts, config.group_size)
+                                                  + x.shape[1:]), rollout)
+        split = shuffled_minibatches(groups, k, config.minibatches)  # [M, P/M, G, ...]
+        return jax.tree.map(lambda x: x.reshape((config.minibatches, -1) + x.shape[3:]), split)
+
+    per_epoch = jax.vmap(epoch)(jax.random.split(key, config.epochs))
+    return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), per_epoch)
+
+
 def make_rl(model: Transformer, config: RLConfig) -> RL:
     """GRPO or GRPO+VACO (config.algo) for `model` under spec §1.1's lag model."""
     learning_rate = (optax.linear_schedule(0.0, config.learning_rate, config.warmup_updates)
@@ -185,20 +199,12 @@ def make_rl(model: Transformer, config: RLConfig) -> RL:
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), fraction
 
-    def minibatches(rollout: Rollout, key: jax.Array) -> Rollout:
-        """[E·M, B/M, ...]: each epoch a fresh permutation of whole groups."""
-        groups = jax.vmap(lambda k: jax.random.permutation(k, config.num_prompts))(
-            jax.random.split(key, config.epochs))
-        rows = (groups[..., None] * config.group_size + jnp.arange(config.group_size))
-        rows = rows.reshape(config.epochs * config.minibatches, -1)
-        return jax.tree.map(lambda x: x[rows], rollout)
-
     def iteration(params, opt_state, behaviour_params, key, pool: Problems, ref_params):
         """One generation step with the given generating parameters, then E×M updates."""
         k_gen, k_perm = jax.random.split(key)
         rollout = generate(behaviour_params, k_gen, pool, ref_params, params)
         (new_params, opt_state), fraction = jax.lax.scan(
-            update, (params, opt_state), minibatches(rollout, k_perm))
+            update, (params, opt_state), group_minibatches(rollout, k_perm, config))
         c = rollout.completions
         logp_final = logp_of(new_params, c.tokens)
         metrics = {
