@@ -153,73 +153,90 @@ def group_minibatches(rollout: Rollout, key: jax.Array, config: RLConfig) -> Rol
     return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), per_epoch)
 
 
+def generate(model: Transformer, config: RLConfig, behaviour_params: Any, key: jax.Array,
+             pool: Problems, ref_params: Any, params: Any) -> Rollout:
+    """G completions of each of P random prompts, sampled with β = `behaviour_params`; their
+    rewards, group advantages, and the log-probs of π_T (`params`) and of the reference."""
+    def logp_of(p, tokens):
+        return token_logp(model, p, tokens, config.temperature)
+
+    k_prompts, k_sample = jax.random.split(key)
+    idx = jnp.repeat(jax.random.randint(k_prompts, (config.num_prompts,), 0,
+                                        pool.answers.shape[0]), config.group_size)
+    prompt_len = pool.prompt_len[idx]
+    out = sample(model, behaviour_params, pool.prompts[idx], prompt_len, k_sample,
+                 config.temperature)
+    rewards = reward(out.tokens, prompt_len, pool.answers[idx])
+    logp_ref = (logp_of(ref_params, out.tokens) if config.kl_coef > 0
+                else jnp.zeros_like(out.logp))
+    advantages = losses.group_advantages(rewards, config.group_size, scale=config.adv_scale)
+    return Rollout(out, rewards, advantages, logp_of(params, out.tokens), logp_ref)
+
+
+def rl_loss(params: Any, mb: Rollout, model: Transformer,
+            config: RLConfig) -> tuple[jax.Array, jax.Array]:
+    """GRPO's clipped surrogate or VACO's filtered one (config.algo), plus c_kl·k3 KL to the
+    reference when kl_coef > 0. Returns (loss, clip or filter fraction)."""
+    c = mb.completions
+    logp = token_logp(model, params, c.tokens, config.temperature)
+    if config.algo == "grpo":
+        loss, fraction = losses.grpo_policy_loss(logp, c.logp, mb.advantages, c.generated,
+                                                 config.clip_eps, config.loss_agg)
+    else:
+        anchor = mb.logp_learner if config.vaco_anchor == "learner" else c.logp
+        loss, fraction = losses.vaco_policy_loss(logp, anchor, mb.advantages, c.generated,
+                                                 config.delta, config.vaco_filter,
+                                                 config.loss_agg)
+    if config.kl_coef > 0:
+        loss = loss + config.kl_coef * losses.k3_kl(logp, mb.logp_ref, c.generated)
+    return loss, fraction
+
+
+def iteration_metrics(rollout: Rollout, logp_final: jax.Array, fraction: jax.Array,
+                      config: RLConfig) -> dict[str, jax.Array]:
+    """Reward, length, the three token TVs (β→π_T, π_T→π_{T+1}, β→π_{T+1}), the
+    clip/filter fraction, the share of groups with a signal and an entropy estimate."""
+    c = rollout.completions
+    return {
+        "reward": rollout.rewards.mean(),
+        "length": c.generated.sum(-1).mean(),
+        "tv/backward": losses.token_tv(rollout.logp_learner - c.logp, c.generated),
+        "tv/forward": losses.token_tv(logp_final - rollout.logp_learner, c.generated),
+        "tv/total": losses.token_tv(logp_final - c.logp, c.generated),
+        FRACTIONS[config.algo]: fraction.mean(),
+        # groups whose rewards are not all equal: the only ones with Â ≠ 0
+        "groups/mixed": (rollout.rewards.reshape(-1, config.group_size).std(-1) > 0).mean(),
+        # −mean log β per sampled token: a one-sample estimate of the policy's entropy
+        "entropy": -masked_mean(c.logp, c.generated),
+    }
+
+
 def make_rl(model: Transformer, config: RLConfig) -> RL:
     """GRPO or GRPO+VACO (config.algo) for `model` under spec §1.1's lag model."""
     learning_rate = (optax.linear_schedule(0.0, config.learning_rate, config.warmup_updates)
                      if config.warmup_updates > 0 else config.learning_rate)
     optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                             optax.adam(learning_rate))
-    use_kl = config.kl_coef > 0
     lag_model = lag.ring_buffer(config.max_delay, config.lag_mode, num_groups=1)
 
     def logp_of(params, tokens):
         return token_logp(model, params, tokens, config.temperature)
 
-    def generate(behaviour_params, key, pool: Problems, ref_params, params) -> Rollout:
-        k_prompts, k_sample = jax.random.split(key)
-        idx = jnp.repeat(jax.random.randint(k_prompts, (config.num_prompts,), 0,
-                                            pool.answers.shape[0]), config.group_size)
-        prompt_len = pool.prompt_len[idx]
-        out = sample(model, behaviour_params, pool.prompts[idx], prompt_len, k_sample,
-                     config.temperature)
-        rewards = reward(out.tokens, prompt_len, pool.answers[idx])
-        logp_ref = logp_of(ref_params, out.tokens) if use_kl else jnp.zeros_like(out.logp)
-        advantages = losses.group_advantages(rewards, config.group_size,
-                                             scale=config.adv_scale)
-        return Rollout(out, rewards, advantages, logp_of(params, out.tokens), logp_ref)
-
-    def loss_fn(params, mb: Rollout):
-        c = mb.completions
-        logp = logp_of(params, c.tokens)
-        if config.algo == "grpo":
-            loss, fraction = losses.grpo_policy_loss(logp, c.logp, mb.advantages, c.generated,
-                                                     config.clip_eps, config.loss_agg)
-        else:
-            anchor = mb.logp_learner if config.vaco_anchor == "learner" else c.logp
-            loss, fraction = losses.vaco_policy_loss(logp, anchor, mb.advantages, c.generated,
-                                                     config.delta, config.vaco_filter,
-                                                     config.loss_agg)
-        if use_kl:
-            loss = loss + config.kl_coef * losses.k3_kl(logp, mb.logp_ref, c.generated)
-        return loss, fraction
-
     def update(carry, mb: Rollout):
         params, opt_state = carry
-        (_, fraction), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, mb)
+        (_, fraction), grads = jax.value_and_grad(rl_loss, has_aux=True)(params, mb, model,
+                                                                          config)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), fraction
 
     def iteration(params, opt_state, behaviour_params, key, pool: Problems, ref_params):
         """One generation step with the given generating parameters, then E×M updates."""
         k_gen, k_perm = jax.random.split(key)
-        rollout = generate(behaviour_params, k_gen, pool, ref_params, params)
+        rollout = generate(model, config, behaviour_params, k_gen, pool, ref_params, params)
         (new_params, opt_state), fraction = jax.lax.scan(
             update, (params, opt_state), group_minibatches(rollout, k_perm, config))
-        c = rollout.completions
-        logp_final = logp_of(new_params, c.tokens)
-        metrics = {
-            "reward": rollout.rewards.mean(),
-            "length": c.generated.sum(-1).mean(),
-            "tv/backward": losses.token_tv(rollout.logp_learner - c.logp, c.generated),
-            "tv/forward": losses.token_tv(logp_final - rollout.logp_learner, c.generated),
-            "tv/total": losses.token_tv(logp_final - c.logp, c.generated),
-            FRACTIONS[config.algo]: fraction.mean(),
-            # groups whose rewards are not all equal: the only ones with Â ≠ 0
-            "groups/mixed": (rollout.rewards.reshape(-1, config.group_size).std(-1) > 0).mean(),
-            # −mean log β per sampled token: a one-sample estimate of the policy's entropy
-            "entropy": -masked_mean(c.logp, c.generated),
-        }
-        return new_params, opt_state, metrics
+        logp_final = logp_of(new_params, rollout.completions.tokens)
+        return new_params, opt_state, iteration_metrics(rollout, logp_final, fraction, config)
 
     def init(params, key) -> RLState:
         return RLState(params, optimizer.init(params), lag_model.init(params), jnp.int32(0), key)
