@@ -89,16 +89,10 @@ def final_table(rows: list[dict]) -> list[dict]:
             for (env, variant, k, seed), r in last_evaluated(rows, "variant").items()]
 
 
-def mean_ci(values: np.ndarray) -> tuple[float, float, float]:
-    """Mean and 95% bootstrap CI over seeds."""
-    point, ci = stats.stratified_bootstrap_ci({"x": values[:, None]}, {"Mean": stats.mean})
-    return float(point["x"][0]), float(ci["x"][0, 0]), float(ci["x"][1, 0])
-
-
 def cell_stats(final: list[dict], env: str, name: str, k: int, metric: str):
     values = np.array([r[metric] for r in final
                        if (r["env"], r["cell"], r["K"]) == (env, name, k)])
-    return mean_ci(values) if len(values) else None
+    return stats.seed_mean_ci(values) if len(values) else None
 
 
 def summary_markdown(final: list[dict]) -> str:

@@ -92,13 +92,11 @@ def final_greedy(run_dir: Path) -> list[float]:
 
 
 def mean_ci(values: list[float]) -> dict:
-    """Mean and 95% stratified-bootstrap CI (stats.stratified_bootstrap_ci, seed 0)."""
+    """Mean and 95% stratified-bootstrap CI (stats.seed_mean_ci), rounded for the record."""
     from jaxvaco.analysis import stats
 
-    x = np.asarray(values, np.float64)
-    points, cis = stats.stratified_bootstrap_ci({"x": x[:, None]}, {"Mean": stats.mean})
-    return {"mean": round(float(points["x"][0]), 2), "lo": round(float(cis["x"][0, 0]), 2),
-            "hi": round(float(cis["x"][1, 0]), 2)}
+    point, lo, hi = stats.seed_mean_ci(values)
+    return {"mean": round(point, 2), "lo": round(lo, 2), "hi": round(hi, 2)}
 
 
 def train_cli(flags: list[str], ctx: Context, name: str) -> dict:

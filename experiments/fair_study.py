@@ -81,10 +81,9 @@ def final_table(rows: list[dict]) -> list[dict]:
 
 
 def mean_ci(values: np.ndarray, decimals: int) -> str:
-    points, cis = stats.stratified_bootstrap_ci({"x": values[:, None]},
-                                                   {"Mean": stats.mean})
-    lo, hi = cis["x"][:, 0]
-    return f"{points['x'][0]:.{decimals}f} [{lo:.{decimals}f}, {hi:.{decimals}f}]"
+    """'mean [lower, upper]' over seeds (stats.seed_mean_ci)."""
+    point, lo, hi = stats.seed_mean_ci(values)
+    return f"{point:.{decimals}f} [{lo:.{decimals}f}, {hi:.{decimals}f}]"
 
 
 def env_tables(final: list[dict]) -> list[str]:

@@ -62,11 +62,9 @@ def summary_markdown(final: list[dict]) -> str:
                 if len(values) == 0:
                     cells.append("—")
                     continue
-                points, cis = stats.stratified_bootstrap_ci({"x": values[:, None]},
-                                                            {"Mean": stats.mean})
+                point, lo, hi = stats.seed_mean_ci(values)
                 d = decimals[env]
-                cells.append(f"{points['x'][0]:.{d}f} [{cis['x'][0, 0]:.{d}f}, "
-                             f"{cis['x'][1, 0]:.{d}f}]")
+                cells.append(f"{point:.{d}f} [{lo:.{d}f}, {hi:.{d}f}]")
             lines.append(f"| {algo} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -11,6 +11,7 @@ normalised score of run ``n`` on task ``m``); ``N = num_runs`` and ``M = num_tas
 * :func:`optimality_gap` -- ``gamma - mean(min(S, gamma))``.
 * :func:`stratified_bootstrap_ci` -- percentile confidence intervals from a bootstrap that
   resamples runs with replacement independently within each task.
+* :func:`seed_mean_ci` -- one task's mean over runs with its CI (a table cell).
 * :func:`performance_profile` -- fraction of runs with score ``> tau`` (score distribution).
 * :func:`probability_of_improvement` -- P(a run of X beats a run of Y), averaged over tasks.
 * :func:`normalize_score` -- returns mapped so that random play is 0 and a reference is 1
@@ -186,6 +187,14 @@ def stratified_bootstrap_ci(
         dist = _bootstrap_distribution(scores, fn, reps, seed)
         cis[algo] = np.percentile(dist, q, axis=0)
     return points, cis
+
+
+def seed_mean_ci(values: Any) -> tuple[float, float, float]:
+    """Mean of one task's runs ``[N]`` and its 95% stratified-bootstrap CI (2000 reps, seed
+    0): ``(mean, lower, upper)``, the cell of a per-environment results table."""
+    x = np.asarray(values, dtype=np.float64)[:, None]
+    points, cis = stratified_bootstrap_ci({"x": x}, {"Mean": mean})
+    return float(points["x"][0]), float(cis["x"][0, 0]), float(cis["x"][1, 0])
 
 
 def performance_profile(
