@@ -122,13 +122,18 @@ def vaco_grid(record: dict) -> str:
         record, ("vaco-grid",), "experiments/results/vaco_design/grid.csv")
 
 
+def per_env_tables(record: dict, claim_id: str, caption: str, data: str) -> str:
+    """One table per environment of a claim's value ({env: rows}), each under '**env**' and
+    `caption`, then the footer."""
+    parts = [f"**{env}**{caption}\n\n" + table(rows)
+             for env, rows in record[claim_id]["value"].items()]
+    return "\n\n".join(parts) + footer(record, (claim_id,), data)
+
+
 def lag_sweep_tables(record: dict) -> str:
-    parts = []
-    for env, rows in record["lag-sweep-tables"]["value"].items():
-        parts.append(f"**{env}** — final greedy return, mean [95% CI] over seeds\n\n"
-                     + table(rows))
-    return "\n\n".join(parts) + footer(record, ("lag-sweep-tables",),
-                                       "experiments/results/lag_sweep/lag_sweep.csv")
+    return per_env_tables(record, "lag-sweep-tables",
+                          " — final greedy return, mean [95% CI] over seeds",
+                          "experiments/results/lag_sweep/lag_sweep.csv")
 
 
 def lag_sweep_aggregate(record: dict) -> str:
@@ -137,12 +142,11 @@ def lag_sweep_aggregate(record: dict) -> str:
 
 
 def ablation(record: dict) -> str:
-    parts = [f"**{env}**: final greedy return K = 0 → K = 16 / final training return at "
-             "K = 16 (means over 8 seeds; 95% CIs in `experiments/results/ablation/"
-             "summary.md`)\n\n" + table(rows)
-             for env, rows in record["ablation"]["value"].items()]
-    return "\n\n".join(parts) + footer(record, ("ablation",),
-                                       "experiments/results/ablation/ablation.csv")
+    return per_env_tables(record, "ablation",
+                          ": final greedy return K = 0 → K = 16 / final training return at "
+                          "K = 16 (means over 8 seeds; 95% CIs in "
+                          "`experiments/results/ablation/summary.md`)",
+                          "experiments/results/ablation/ablation.csv")
 
 
 def default_sweep(record: dict) -> str:
