@@ -305,15 +305,10 @@ def test_lag_uses_parameters_k_steps_old(tiny, tiny_rl, other_params, problems):
     assert tvs[0] < 1e-6 and min(tvs[1:]) > 1e-3
 
 
-@pytest.mark.slow
-def test_tiny_end_to_end_improves_held_out_accuracy():
-    """A short warm start, then 60 steps of GRPO+VACO on one-step problems: the held-out
-    success rate at the sampling temperature (16 samples × 64 problems) rises by > 0.05.
-
-    Measured when written: 0.36 -> 0.51 (seed 6) and 0.46 (seed 7). With P = 8 prompts ×
-    G = 8 in 4 minibatches, or at lr 1e-3, Adam's steps on the noisy small minibatches made
-    the success rate fall instead; greedy accuracy stays near 0.55 at this budget.
-    """
+@pytest.fixture(scope="module")
+def level_one_warm_start(fast_compile):
+    """The slow tests' start: the default-size model after 300 SFT steps, the held-out
+    problems counted at level 1 only, and the level-1 training pool for RL."""
     model = Transformer(ModelConfig(len(task.VOCAB), task.SEQ_LEN))
     held_out = task.test_sets(size=64)
     held_out = held_out._replace(level=jnp.where(held_out.level == 1, 1, 0))  # level 1 only
@@ -321,22 +316,40 @@ def test_tiny_end_to_end_improves_held_out_accuracy():
     params = model.init(jax.random.key(0), pool.sequences[:1])
     params, _ = jax.jit(lambda p: warm_start(model, p, pool, jax.random.key(5), 300, 64, 1e-3))(
         params)
+    level_one = jax.tree.map(lambda x: x[np.flatnonzero(pool.level == 1)], pool)
+    return model, held_out, level_one, params
+
+
+def train_rl(model, config: RLConfig, pool, params, steps: int):
+    """`steps` RL steps at K = 0 from `params` (also the KL reference): (state, metrics)."""
+    rl = make_rl(model, config)
+    return jax.jit(lambda s: jax.lax.scan(
+        lambda s, _: rl.train_step(s, jnp.int32(0), pool, params), s, None, steps))(
+        rl.init(params, jax.random.key(6)))
+
+
+@pytest.mark.slow
+def test_tiny_end_to_end_improves_held_out_accuracy(level_one_warm_start):
+    """A short warm start, then 60 steps of GRPO+VACO on one-step problems: the held-out
+    success rate at the sampling temperature (16 samples × 64 problems) rises by > 0.05.
+
+    Measured when written: 0.36 -> 0.51 (seed 6) and 0.46 (seed 7). With P = 8 prompts ×
+    G = 8 in 4 minibatches, or at lr 1e-3, Adam's steps on the noisy small minibatches made
+    the success rate fall instead; greedy accuracy stays near 0.55 at this budget.
+    """
+    model, held_out, pool, params = level_one_warm_start
     success = jax.jit(lambda p: sampled_accuracy(model, p, held_out, jax.random.key(99), 1.0,
                                                  16)[0])
     before = float(success(params))
-    pool = jax.tree.map(lambda x: x[np.flatnonzero(pool.level == 1)], pool)
     config = RLConfig(algo="vaco", vaco_anchor="behaviour", learning_rate=3e-4, num_prompts=16,
                       group_size=16, minibatches=1)
-    rl = make_rl(model, config)
-    state, metrics = jax.jit(lambda s: jax.lax.scan(
-        lambda s, _: rl.train_step(s, jnp.int32(0), pool, params), s, None, 60))(
-        rl.init(params, jax.random.key(6)))
+    state, metrics = train_rl(model, config, pool, params, 60)
     after = float(success(state.params))
     assert after > before + 0.05, (before, after, np.asarray(metrics["reward"]))
 
 
 @pytest.mark.slow
-def test_rl_raises_held_out_greedy_accuracy_over_warm_start():
+def test_rl_raises_held_out_greedy_accuracy_over_warm_start(level_one_warm_start):
     """The RL stage at RLConfig's defaults (lr 1e-4, 16 prompts × 16 completions, one
     update per batch, K = 0), 40 steps from a 300-step SFT warm start on one-step problems,
     raises held-out greedy accuracy (64 problems) and the τ = 1 success rate (8 samples
@@ -348,22 +361,12 @@ def test_rl_raises_held_out_greedy_accuracy_over_warm_start():
     (4 seeds, 0.784 -> 0.840 greedy). At lr 3e-4 greedy accuracy fell instead: Adam's
     ≈ lr-sized steps follow the policy gradient's noise.
     """
-    model = Transformer(ModelConfig(len(task.VOCAB), task.SEQ_LEN))
-    held_out = task.test_sets(size=64)
-    held_out = held_out._replace(level=jnp.where(held_out.level == 1, 1, 0))  # level 1 only
-    pool = task.train_pool(8192, 1, held_out)
-    params = model.init(jax.random.key(0), pool.sequences[:1])
-    params, _ = jax.jit(lambda p: warm_start(model, p, pool, jax.random.key(5), 300, 64, 1e-3))(
-        params)
+    model, held_out, pool, params = level_one_warm_start
     greedy = jax.jit(lambda p: accuracy(model, p, held_out)[0])
     success = jax.jit(lambda p: sampled_accuracy(model, p, held_out, jax.random.key(99), 1.0,
                                                  8)[0])
     before = float(greedy(params)), float(success(params))
-    pool = jax.tree.map(lambda x: x[np.flatnonzero(pool.level == 1)], pool)
-    rl = make_rl(model, RLConfig())
-    state, metrics = jax.jit(lambda s: jax.lax.scan(
-        lambda s, _: rl.train_step(s, jnp.int32(0), pool, params), s, None, 40))(
-        rl.init(params, jax.random.key(6)))
+    state, metrics = train_rl(model, RLConfig(), pool, params, 40)
     after = float(greedy(state.params)), float(success(state.params))
     assert after[0] > before[0] and after[1] > before[1] + 0.03, (
         before, after, np.asarray(metrics["reward"]))
