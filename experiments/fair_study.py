@@ -34,6 +34,7 @@ import numpy as np
 from experiments.common import parse_with_retries, run_variant
 from jaxvaco.analysis import lag_plots, stats
 from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
+from jaxvaco.envs import BRAX_ENV_NAMES
 from jaxvaco.results import last_evaluated, read_rows, write_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "fair_study"
@@ -67,10 +68,6 @@ def tuned_variants(chosen: dict[str, dict]) -> dict[str, dict]:
             overrides["ppo.critic"] = "learner"
         variants[algo] = overrides
     return variants
-
-
-def is_brax(env: str) -> bool:
-    return "-" not in env  # gymnax ids carry a version or family suffix; Brax names do not
 
 
 def final_table(rows: list[dict]) -> list[dict]:
@@ -151,7 +148,7 @@ def run_study(envs: dict[str, int], variants: dict[str, dict], seeds: int,
               out: Path) -> None:
     """Every (env, variant) not yet in study.csv; `envs` maps env -> steps per run."""
     for env, steps in envs.items():
-        extra = BRAX_SETTINGS if is_brax(env) else {}
+        extra = BRAX_SETTINGS if env in BRAX_ENV_NAMES else {}
         for variant, overrides in variants.items():
             run_variant(BASE, env, variant, {**overrides, **extra, "num_seeds": seeds,
                                              "total_timesteps": steps},
