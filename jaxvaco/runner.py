@@ -43,6 +43,7 @@ from jaxvaco.checkpoint import (
 from jaxvaco.compilation import COMPILE_CLOCK, Stopwatch, configure_cache
 from jaxvaco.config import ConfigError, RunFileError, TrainConfig, to_dict
 from jaxvaco.hparams import Hyperparams, hyperparams_from_config
+from jaxvaco.programs import ProgramCache
 from jaxvaco.run_dir import Grid, RunControl, grid_as_json, load_run_control, open_run, write_json
 from jaxvaco.sinks import Sinks, open_sinks, read_rows
 from jaxvaco.train import Trainer, TrainState, make_train
@@ -152,16 +153,24 @@ def chunk_rows(sums: dict[str, np.ndarray], n_iter: int, info: dict[str, Any],
 class Compiled:
     """The jitted entry points of a Trainer, vmapped over runs (keys and hyperparameters)."""
 
-    def __init__(self, trainer: Trainer):
+    def __init__(self, trainer: Trainer, programs: ProgramCache | None = None):
+        """With `programs` (single device only), the traced programs come from that cache."""
         sharding = distributed.runs_sharding(trainer.config)  # runs over devices, or None
+        single_device = sharding is None and distributed.env_axis(trainer.config) is None
+
+        def jit(name: str, function: Any, **options: Any) -> Any:
+            if programs is not None and single_device:
+                return programs.jit(name, function)
+            return jax.jit(function, **options)
+
         shard = {} if sharding is None else {"out_shardings": sharding}
         # lax.map, not vmap: executing the vmapped init (orthogonal initialisers, batched
         # over many runs) deterministically hung XLA's CPU runtime here (e.g. 80 runs).
-        self.init = jax.jit(lambda keys, hp: jax.lax.map(lambda run: trainer.init(*run),
-                                                         (keys, hp)), **shard)
-        self.chunk = jax.jit(jax.vmap(trainer.train_chunk, in_axes=(0, 0, None)))
-        self.evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, None)))
-        self.finite = jax.jit(jax.vmap(all_finite))
+        self.init = jit("init", lambda keys, hp: jax.lax.map(lambda run: trainer.init(*run),
+                                                             (keys, hp)), **shard)
+        self.chunk = jit("chunk", jax.vmap(trainer.train_chunk, in_axes=(0, 0, None)))
+        self.evaluate = jit("evaluate", jax.vmap(trainer.evaluate, in_axes=(0, 0, None)))
+        self.finite = jit("finite", jax.vmap(all_finite))
 
 
 def evaluate_policy(compiled: Compiled, state: TrainState, iteration: int, runs: list[dict]
@@ -383,7 +392,7 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
     control = control or (load_run_control(resume) if resume else RunControl())
     COMPILE_CLOCK.start()
     started, watch = time.time(), Stopwatch()
-    configure_cache(control.compilation_cache)  # first: validating may compile small programs
+    cache_dir = configure_cache(control.compilation_cache)  # first: validating may compile
     validate(config)
     validate_grid(config, grid or {})
     if control.checkpoint_every < 0 or control.keep_checkpoints < 0:
@@ -391,8 +400,9 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
     config, grid, run_dir, store = open_run(config, grid, control, resume, allow_changes)
     try:
         runs, keys, hp = expand_runs(config, grid)
+        programs = None if cache_dir is None else ProgramCache(cache_dir, config)
         write_json(run_dir / "runs.json", {"grid": grid_as_json(grid), "runs": runs})
-        session = Session(config, run_dir, runs, hp, Compiled(make_train(config)), store,
+        session = Session(config, run_dir, runs, hp, Compiled(make_train(config), programs), store,
                           control, started=started, watch=watch)
         state, loop, rows = session.start(keys, resume is not None)
         already_complete = loop.iteration >= config.num_iterations

@@ -3,6 +3,7 @@ program, and importing only what the environment family needs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -78,8 +79,11 @@ def test_second_identical_run_loads_from_the_cache(tmp_path):
     first = json.loads((tmp_path / "results" / "first" / "timings.json").read_text())
     assert first["compile"]["cache_hits"] == 0 and first["compile"]["programs"] >= 3
 
-    result = run(tiny(tmp_path, "second"), control=RunControl(compilation_cache=str(cache)))
-    hits, programs = int(result.summary["cache_hits"]), int(result.summary["compiled_programs"])
+    # A new process (nothing compiled in memory) loads every program from the cache.
+    subprocess.run([sys.executable, "-m", "jaxvaco.cli", *argv, "--run-name", "second"],
+                   check=True, capture_output=True)
+    second = json.loads((tmp_path / "results" / "second" / "timings.json").read_text())
+    hits, programs = second["compile"]["cache_hits"], second["compile"]["programs"]
     assert programs >= 3 and hits == programs  # init, chunk, evaluate, ...: all loaded
     assert len(cache_files(cache)) == len(written)  # nothing new to write
     rows = [json.loads(line) for line in
@@ -140,3 +144,57 @@ def test_gymnax_run_skips_render_imports_and_brax_skips_gymnax():
         "assert plt.subplots is pong.plt.subplots\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+HOST_TIMINGS = ("sps", "wall_time", "compile_time")
+
+
+def metric_rows(tmp_path: Path, name: str) -> list[dict]:
+    lines = (tmp_path / "results" / name / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if k not in HOST_TIMINGS}
+            for line in lines]
+
+
+def test_program_cache_skips_tracing_and_changes_no_number(tmp_path, monkeypatch):
+    from jaxvaco import train
+    from jaxvaco.programs import FOLDER
+
+    traced = []
+    iteration = train.iteration
+    monkeypatch.setattr(train, "iteration", lambda *a: traced.append(1) or iteration(*a))
+    cache = tmp_path / "cache"
+
+    run(tiny(tmp_path, "plain"), control=RunControl(compilation_cache="off"))
+    assert traced, "the jit path traces the iteration"
+    run(tiny(tmp_path, "first"), control=RunControl(compilation_cache=str(cache)))
+    entries = {p.name: p.read_bytes() for p in (cache / FOLDER).iterdir()}
+    assert len(entries) == 4  # init, chunk, evaluate, finite
+    traced.clear()
+    run(tiny(tmp_path, "second"), control=RunControl(compilation_cache=str(cache)))
+    assert not traced, "a rerun of the same configuration traced the training loop again"
+    assert {p.name: p.read_bytes() for p in (cache / FOLDER).iterdir()} == entries
+    plain = metric_rows(tmp_path, "plain")
+    assert metric_rows(tmp_path, "first") == plain and metric_rows(tmp_path, "second") == plain
+
+
+def test_damaged_program_entry_is_replaced_not_fatal(tmp_path):
+    from jaxvaco.programs import FOLDER
+
+    cache = tmp_path / "cache"
+    run(tiny(tmp_path, "first"), control=RunControl(compilation_cache=str(cache)))
+    entries = sorted((cache / FOLDER).iterdir())
+    for entry in entries:
+        entry.write_bytes(b"not a program")
+    run(tiny(tmp_path, "second"), control=RunControl(compilation_cache=str(cache)))
+    assert all(entry.read_bytes() != b"not a program" for entry in entries)
+    assert metric_rows(tmp_path, "second") == metric_rows(tmp_path, "first")
+
+
+def test_program_key_ignores_host_only_fields_and_follows_the_rest(tmp_path):
+    from jaxvaco.programs import config_key
+
+    config = tiny(tmp_path, "a")
+    moved = dataclasses.replace(config, run_name="b", results_dir="elsewhere", progress=True)
+    assert config_key(moved) == config_key(config)
+    assert config_key(dataclasses.replace(config, num_envs=16)) != config_key(config)
+    assert config_key(dataclasses.replace(config, gamma=0.9)) != config_key(config)

@@ -1,0 +1,150 @@
+"""Traced programs kept on disk, so that a rerun skips tracing and lowering.
+
+JAX's persistent compilation cache (`jaxvaco.compilation`) saves XLA's work, but its key
+is computed from the lowered program: every run still traces each jitted function in
+Python and lowers it to MLIR before it can look the executable up (about 1.6 s of a
+7.6 s warm CartPole run). `ProgramCache` keeps the lowered program itself, serialised
+with `jax.export`, under a key made of everything that can change what tracing produces:
+
+- jaxvaco's own source (a digest of every ``.py`` file of the package),
+- the versions of jax, jaxlib and the libraries traced into the programs (flax, optax,
+  gymnax, brax, distrax), the backend and its devices, and JAX's configuration values,
+- the run's `TrainConfig` (less run_name, results_dir and progress, which only the host
+  loop reads), the program's name and the shapes and dtypes of its arguments.
+
+A rerun with the same key deserialises the program and calls it; XLA then finds the
+executable in the persistent cache. The exported program is the one the jit path
+lowers (one function, flattened arguments), so the numbers are the same: tested
+bit for bit against `jax.jit` in tests/test_compilation.py.
+
+Anything unexpected (a program `jax.export` cannot serialise, a damaged or unreadable
+entry, an unwritable directory, `flatbuffers` missing) falls back to the plain jit path:
+the cache can make a run start faster, never fail. It lives beside JAX's cache (in its
+``jaxvaco-programs`` folder), is switched off with it, and may be deleted at any time.
+Single-device programs only: sharded ones keep the jit path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import importlib.metadata
+import os
+import pickle
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+
+FOLDER = "jaxvaco-programs"
+LIBRARIES = ("jax", "jaxlib", "flax", "optax", "gymnax", "brax", "distrax", "chex")
+HOST_ONLY_FIELDS = ("run_name", "results_dir", "progress")
+"""TrainConfig fields no program reads: runs that differ only in them share programs."""
+
+
+@functools.cache
+def source_digest() -> str:
+    """SHA-256 over the path and content of every .py file of the jaxvaco package."""
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "-"
+
+
+def environment_key() -> str:
+    """What, besides the config, decides the traced programs: code, libraries, devices,
+    and JAX's configuration (less its cache settings, which do not change a program)."""
+    devices = [(d.platform, d.device_kind) for d in jax.devices()]
+    settings = sorted((k, repr(v)) for k, v in jax.config.values.items() if "cache" not in k)
+    parts = [source_digest(), *map(_version, LIBRARIES), repr(devices), repr(settings)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def config_key(config: Any) -> str:
+    """The program-relevant part of a TrainConfig, as text."""
+    return repr(dataclasses.replace(config, **{f: "" for f in HOST_ONLY_FIELDS}))
+
+
+def signature(leaves: list[Any]) -> str:
+    """Shapes, dtypes and weak types of the flattened arguments."""
+    avals = [jax.typeof(leaf) for leaf in leaves]
+    return ";".join(f"{a.str_short()}{'~' if a.weak_type else ''}" for a in avals)
+
+
+class ProgramCache:
+    """Exported programs in `directory`, for one run's configuration (see the module)."""
+
+    def __init__(self, directory: Path, config: Any):
+        self.directory = directory / FOLDER
+        self.context = environment_key() + config_key(config)
+
+    def jit(self, name: str, function: Callable) -> Callable:
+        """Like `jax.jit(function)`, but the lowered program is loaded from (or saved to)
+        the cache on the first call for each argument signature."""
+        jitted = jax.jit(function)
+        loaded: dict[str, Any] = {}
+
+        def call(*args):
+            leaves, in_tree = jax.tree.flatten(args)
+            key = hashlib.sha256(f"{self.context}|{name}|{in_tree}|{signature(leaves)}"
+                                 .encode()).hexdigest()
+            if key not in loaded:
+                loaded[key] = self._load(key) or self._export(key, function, in_tree, leaves)
+            if loaded[key] is None:
+                return jitted(*args)
+            exported, out_tree = loaded[key]
+            return jax.tree.unflatten(out_tree, exported.call(*leaves))
+
+        return call
+
+    def _load(self, key: str) -> tuple[Any, Any] | None:
+        path = self.directory / key
+        try:
+            serialized, out_tree = pickle.loads(path.read_bytes())
+            return jax.export.deserialize(serialized), out_tree
+        except Exception:  # noqa: BLE001 - absent or damaged: export it again
+            return None
+
+    def _export(self, key: str, function: Callable, in_tree: Any, leaves: list[Any]
+                ) -> tuple[Any, Any] | None:
+        out_trees = []
+
+        def flat(*flat_args):
+            out_leaves, out_tree = jax.tree.flatten(function(*jax.tree.unflatten(in_tree,
+                                                                                 flat_args)))
+            out_trees.append(out_tree)
+            return out_leaves
+
+        try:
+            exported = jax.export.export(jax.jit(flat))(*[
+                jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
+                for a in map(jax.typeof, leaves)])
+            serialized = exported.serialize()
+        except Exception:  # noqa: BLE001 - the jit path traces again and raises what is wrong
+            return None
+        self._save(key, pickle.dumps((serialized, out_trees[-1])))
+        # Call the deserialised program, as later runs will: the same module for XLA, so
+        # they find this run's executable in the persistent cache.
+        return jax.export.deserialize(serialized), out_trees[-1]
+
+    def _save(self, key: str, entry: bytes) -> None:
+        """Write atomically; an unwritable cache only costs the next run its head start."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=self.directory, delete=False) as tmp:
+                tmp.write(entry)
+            os.replace(tmp.name, self.directory / key)
+        except OSError:
+            pass
