@@ -2,10 +2,12 @@
 for the LLM trainer (`jaxvaco.llm.train`).
 
 `python tests/llm_fingerprint.py` records, for every configuration in `CASES`, the metrics
-of `make_rl(...).chunk` summed over two chunks of two generation steps, the held-out
-accuracy after each chunk, and Σ|θ| of the final parameters into
-`tests/data/llm_fingerprint.json`; the shared supervised warm start is recorded as
-`WARM_START`. `tests/test_llm_fingerprint.py` reruns the cases on the code as it is and
+of `make_rl(...).chunk` summed over two chunks of two generation steps, the greedy
+accuracy that `chunk` reports after each (on the 16 training problems: a held-out set
+would be all zeros at this size), and Σ|θ| of the final parameters into
+`tests/data/llm_fingerprint.json`; the shared supervised warm start (its loss summed over
+the steps, Σ|θ|) is recorded as `WARM_START`. Recorded with XLA's optimisations mostly
+off, as the test runs. `tests/test_llm_fingerprint.py` reruns the cases on the code as it is and
 compares.
 
 The file was recorded on the code *before* the LLM trainer's refactor, commit ca01e38
