@@ -250,13 +250,15 @@ def test_bad_variants_and_env_overrides_name_the_file_and_key(tmp_path, text, ne
 
 
 def test_variant_sweep_table_and_resume(tmp_path):
-    """results.csv has a variant column (several variants share the algo ppo); a restart
-    skips complete cells, continues one without its DONE marker from its checkpoint
-    (nothing is retrained), and refuses a complete cell whose variant changed."""
-    base = TrainConfig(num_envs=8, num_steps=16, total_timesteps=8 * 16 * 4, update_epochs=1,
+    """results.csv has a variant column (several variants share the algo ppo) and the env's
+    budget (env_overrides) is what ran; a restart skips complete cells, continues one
+    without its DONE marker from its checkpoint (nothing is retrained), and refuses a
+    complete cell whose variant changed."""
+    base = TrainConfig(num_envs=8, num_steps=16, total_timesteps=8 * 16 * 2, update_epochs=1,
                        num_minibatches=2, hidden_sizes=(8,), chunk_iterations=2,
                        progress=False, eval=EvalConfig(every_chunks=0, num_episodes=2))
     spec = SweepConfig(name="v", results_dir=str(tmp_path), lag_delays=(0, 1), base=base,
+                       env_overrides={"CartPole-v1": {"total_timesteps": 8 * 16 * 4}},
                        variants={"behaviour critic": {"algo": "ppo"},
                                  "learner critic": {"algo": "ppo", "ppo.critic": "learner"}})
     control = RunControl(checkpoint_every=1)
@@ -270,6 +272,7 @@ def test_variant_sweep_table_and_resume(tmp_path):
     assert set(table["algo"]) == {"ppo"}
     runs = set(zip(table["variant"], table["K"], table["seed"], strict=True))
     assert runs == {(v, k, 0) for v in ("behaviour critic", "learner critic") for k in (0, 1)}
+    assert sorted(set(table["step"])) == [8 * 16 * 2, 8 * 16 * 4]  # 2 chunks of the budget
 
     learner = tmp_path / "v" / "runs" / names[1]
     metrics = (learner / "metrics.jsonl").read_bytes()
