@@ -36,7 +36,8 @@ HANG_EXIT_CODE = 75
 
 
 def replace_nested(config: TrainConfig, **overrides) -> TrainConfig:
-    """dataclasses.replace that also accepts 'group.field' keys (e.g. 'vaco.delta')."""
+    """dataclasses.replace that also accepts 'group.field' keys (e.g. 'vaco.delta'); used by
+    experiments/tune.py, which is not a sweep spec (its grids are zipped per (E, M) shape)."""
     flat = {k: v for k, v in overrides.items() if "." not in k}
     for key, value in overrides.items():
         if "." in key:
