@@ -9,8 +9,9 @@ objective); the importance weight π_T/β enters once (`Algorithm.importance_wei
 Labels: "vaco" objectives are the paper's TV filter [paper]; the critic/estimator/anchor
 combinations around it are [ours].
 
-All cells share one explicitly stated base (below: it does not follow TrainConfig's
-defaults), `uniform` lag over 4 actor groups, K ∈ {0, 4, 16}, 8 seeds, 300k steps, on the
+The experiment is the sweep spec experiments/sweeps/ablation.toml: all cells share one
+explicitly stated base (it does not follow TrainConfig's defaults), `uniform` lag over 4
+actor groups, K ∈ {0, 4, 16}, 8 seeds, 300k steps (500k on Breakout-MinAtar), on the
 development environments. K and the seeds are vmapped: one compiled program per cell
 and env. Resumable: finished (env, cell) pairs in the CSV are skipped.
 
@@ -19,7 +20,8 @@ and env. Resumable: finished (env, cell) pairs in the CSV are skipped.
     python -m experiments.ablation --plot-only
 
 Writes experiments/results/ablation/ablation.csv (tidy), final.csv (last evaluation of
-every run: greedy and training return), summary.md and ablation.{png,pdf}.
+every run: greedy and training return), summary.md and ablation.{png,pdf}; the sweep's
+runs are under experiments/results/ablation/runs/ablation/.
 """
 
 from __future__ import annotations
@@ -29,50 +31,14 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.common import parse_with_retries, run_variant
+from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
 from jaxvaco.analysis import stats
-from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
 from jaxvaco.results import fraction_columns, last_evaluated, read_rows, write_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "ablation"
+SPEC = SWEEPS / "ablation.toml"
 LAGS = (0, 4, 16)
-ENVS = ("Acrobot-v1", "CartPole-v1", "Breakout-MinAtar")
-BUDGETS = {"CartPole-v1": 300_000, "Acrobot-v1": 300_000, "Breakout-MinAtar": 500_000}
-BASE = TrainConfig(num_envs=16, num_steps=128, update_epochs=4, num_minibatches=4,
-                   learning_rate=1e-3, anneal_lr=True, gamma=0.99, gae_lambda=0.95,
-                   clip_coef=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5,
-                   lag=LagConfig(mode="uniform", num_groups=4),
-                   eval=EvalConfig(every_chunks=0, num_episodes=16), progress=False)
-
-OBJECTIVES = {  # name -> (algo, options of its group)
-    "clip β": ("ppo", {"anchor": "behaviour"}),
-    "clip π_T (decoupled)": ("ppo", {"anchor": "learner"}),
-    "TV batch β": ("vaco", {"anchor": "behaviour", "filter": "batch"}),
-    "TV batch π_T": ("vaco", {"anchor": "learner", "filter": "batch"}),
-    "TV sample β": ("vaco", {"anchor": "behaviour", "filter": "sample"}),
-    "none (IS gradient)": ("vaco", {"anchor": "behaviour", "filter": "none"}),
-}
-CRITICS = ("behaviour", "learner")
-ESTIMATORS = ("gae", "vtrace")
-DELTAS = (0.05, 0.1, 0.4)
-
-
-def cell(objective: str, critic: str, estimator: str, **extra) -> dict:
-    """The overrides of one cell, as `group.field` keys for `run_variant`."""
-    algo, options = OBJECTIVES[objective]
-    options = {**options, "critic": critic, "advantages": estimator,
-               "advantage_form": "normalize_then_weight", **extra}
-    return {"algo": algo, **{f"{algo}.{k}": v for k, v in options.items()}}
-
-
-def cells() -> dict[str, dict]:
-    """Every cell of the ablation by its label "objective | critic | estimator [| δ]"."""
-    out = {f"{objective} | {critic} | {estimator}": cell(objective, critic, estimator)
-           for objective in OBJECTIVES for critic in CRITICS for estimator in ESTIMATORS}
-    for delta in DELTAS:
-        out[f"TV batch β | learner | gae | δ={delta}"] = cell("TV batch β", "learner", "gae",
-                                                              delta=delta)
-    return out
+"""The columns of the summary: the spec's lag_delays."""
 
 
 def final_table(rows: list[dict]) -> list[dict]:
@@ -157,8 +123,8 @@ def plot(final: list[dict], out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", nargs="+", default=list(ENVS))
-    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--envs", nargs="+", help="default: the spec's")
+    parser.add_argument("--seeds", type=int, help="default: the spec's (8)")
     parser.add_argument("--steps", type=int, help="env steps per run (default: per env)")
     parser.add_argument("--only", nargs="*", help="run only these cell labels")
     parser.add_argument("--plot-only", action="store_true")
@@ -167,13 +133,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / "ablation.csv"
     if not args.plot_only:
-        for env in args.envs:
-            for name, overrides in cells().items():
-                if args.only and name not in args.only:
-                    continue
-                run_variant(BASE, env, name, {"num_seeds": args.seeds,
-                                              "total_timesteps": args.steps or BUDGETS[env],
-                                              **overrides}, LAGS, csv_path, args.out / "runs")
+        run_spec(experiment_spec(SPEC, args.out, args.envs, args.seeds, args.steps,
+                                 args.only or None), csv_path)
     final = final_table(read_rows(csv_path))
     write_rows(args.out / "final.csv", final)
     table = summary_markdown(final)

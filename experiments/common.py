@@ -1,12 +1,18 @@
-"""Shared plumbing of the experiment scripts: run a named variant as one program, with the
-lag K (and any other hyperparameter) vmapped beside the seeds, append its tidy rows
-(`jaxvaco.results.FIELDS`) to a CSV, and skip variants the CSV already holds (so a killed
-script resumes where it stopped).
+"""Shared plumbing of the experiment scripts. An experiment is a sweep spec
+(experiments/sweeps/*.toml, `jaxvaco.sweep`): `experiment_spec` loads it with the
+script's command-line choices (envs, seeds, steps, variants, output folder) and `run_spec`
+runs its cells, each a named variant (or algorithm) on one env with the lag K (and any
+other hyperparameter) vmapped beside the seeds, then appends each finished cell's tidy
+rows (`jaxvaco.results.FIELDS`) to the experiment's CSV. (env, variant) pairs the CSV
+already holds are not run again, so a killed script resumes where it stopped, and
+committed rows are never rewritten.
 
-A variant interrupted midway resumes from its newest checkpoint. As a safety net for
-long runs (we met an XLA CPU runtime hang, now avoided in `runner.Compiled`),
-`hang_watchdog` ends the process with HANG_EXIT_CODE when it has used no CPU for a while,
-and the script's `--retry-hangs` loop (`parse_with_retries`) starts it again, which resumes.
+The sweep lives in ``<out>/runs/<spec name>/`` (ignored by git): a cell interrupted midway
+resumes from its newest checkpoint, and a finished one (DONE) is not trained again. As a
+safety net for long runs (we met an XLA CPU runtime hang, now avoided in
+`runner.Compiled`), `hang_watchdog` ends the process with HANG_EXIT_CODE when it has used
+no CPU for a while, and the script's `--retry-hangs` loop (`parse_with_retries`) starts it
+again, which resumes.
 """
 
 from __future__ import annotations
@@ -21,15 +27,17 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from jaxvaco.config import TrainConfig
-from jaxvaco.results import append_rows, done_keys, variant_rows
-from jaxvaco.runner import run
+from jaxvaco.config import ConfigError, TrainConfig
+from jaxvaco.results import append_rows, done_keys, metrics_rows, variant_rows
+from jaxvaco.sweep import SweepConfig, cell_state, cells, load_sweep_file, run_sweep, validate_sweep
 
+SWEEPS = Path(__file__).resolve().parent / "sweeps"
 HANG_EXIT_CODE = 75
 
 
 def replace_nested(config: TrainConfig, **overrides) -> TrainConfig:
-    """dataclasses.replace that also accepts 'group.field' keys (e.g. 'vaco.delta')."""
+    """dataclasses.replace that also accepts 'group.field' keys (e.g. 'vaco.delta'); used by
+    experiments/tune.py, which is not a sweep spec (its grids are zipped per (E, M) shape)."""
     flat = {k: v for k, v in overrides.items() if "." not in k}
     for key, value in overrides.items():
         if "." in key:
@@ -39,21 +47,56 @@ def replace_nested(config: TrainConfig, **overrides) -> TrainConfig:
     return dataclasses.replace(config, **flat)
 
 
-def run_variant(base: TrainConfig, env: str, variant: str, overrides: dict,
-                lags: Sequence[int], csv_path: Path, results_dir: Path) -> None:
-    """Train one variant on one env for every K in `lags` × seeds, in one program."""
-    if (env, variant) in done_keys(csv_path, ("env", "variant")):
-        print(f"skip {env} {variant}: already in {csv_path}")
-        return
-    config = replace_nested(base, env=env, run_name=f"{env}__{variant}",
-                            results_dir=str(results_dir), **overrides)
-    config = replace_nested(config, **{"lag.max_delay": max(lags)})
-    run_dir = results_dir / config.run_name
-    resume = run_dir if (run_dir / "config.json").exists() else None  # no checkpoint: restart
-    result = run(config, grid={"lag_delay": list(lags)}, resume=resume)
+def experiment_spec(path: Path, out: Path, envs: Sequence[str] | None = None,
+                    seeds: int | None = None, steps: int | None = None,
+                    variants: Sequence[str] | None = None,
+                    algos: Sequence[str] | None = None) -> SweepConfig:
+    """The sweep of an experiment's spec file, run under `out`/runs; `envs` (any env, in
+    place of the spec's), `seeds`, `steps` (env steps per run in every env, in place of
+    the spec's budgets), `variants` (a subset of the spec's, by name) and `algos` (in
+    place of the spec's) when given."""
+    spec = load_sweep_file(path)
+    base = spec.base if seeds is None else dataclasses.replace(spec.base, num_seeds=seeds)
+    overrides = spec.env_overrides
+    if steps is not None:
+        base = dataclasses.replace(base, total_timesteps=steps)
+        overrides = {env: {k: v for k, v in options.items() if k != "total_timesteps"}
+                     for env, options in overrides.items()}
+    chosen = spec.variants
+    if variants is not None:
+        unknown = [name for name in variants if name not in spec.variants]
+        if unknown:
+            raise ConfigError(f"{path}: no variant {unknown[0]!r}; the variants are "
+                              f"{', '.join(map(repr, spec.variants))}.")
+        chosen = {name: spec.variants[name] for name in variants}
+    spec = dataclasses.replace(spec, results_dir=str(out / "runs"), base=base,
+                               env_overrides=overrides, variants=chosen,
+                               envs=tuple(envs) if envs else spec.envs,
+                               algos=tuple(algos) if algos else spec.algos)
+    return validate_sweep(spec, str(path))
+
+
+def run_spec(spec: SweepConfig, csv_path: Path) -> None:
+    """Run the cells of `spec` whose (env, variant) `csv_path` does not hold yet, then
+    append each finished one's rows to it (FIELDS, in the order of the cells)."""
+    done = done_keys(csv_path, ("env", "variant"))
+    todo = []
+    for cell in cells(spec):
+        if (cell.env, cell.label) in done:
+            print(f"skip {cell.env} {cell.label}: already in {csv_path}")
+        else:
+            todo.append(cell)
+    result = run_sweep(spec, only=todo)
     if result.stop_signal:  # interrupted: the checkpoint is saved, the rows are incomplete
         sys.exit(128 + result.stop_signal)
-    append_rows(csv_path, variant_rows(result.rows, env, config.algo, variant))
+    for cell in todo:
+        cell_dir = result.directory / "runs" / cell.name
+        if cell_state(cell_dir) == "done":
+            append_rows(csv_path, variant_rows(metrics_rows(cell_dir), cell.env, cell.algo,
+                                               cell.label, max(cell.delays)))
+    if result.failed:
+        sys.exit(f"{len(result.failed)} cells diverged (FAILED markers in "
+                 f"{result.directory / 'runs'}): " + "; ".join(result.failed))
 
 
 def hang_watchdog(idle_seconds: float = 180.0, period: float = 30.0) -> None:

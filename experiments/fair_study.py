@@ -16,6 +16,11 @@ no tuning decision looked at them; they are reported apart from the development 
 Brax tasks add the settings every Brax run in this project uses (observation
 normalisation, reward scale 0.1) to the tuned values.
 
+The experiment is a sweep spec: experiments/sweeps/fair_study.toml holds its envs, budgets
+and shared settings, and the script appends the tuned variants (`write_study_spec`) to
+make experiments/results/fair_study/study.toml, which it runs (`jaxvaco sweep` runs it
+too); the sweep's runs are under experiments/results/fair_study/runs/fair_study/.
+
 Writes experiments/results/fair_study/: study.csv (tidy, resumable per (env, variant)),
 final.csv (final greedy and training return per run), summary.md (per-environment tables
 of both returns, mean [95% CI]; IQM of the normalised score per K with stratified-bootstrap
@@ -31,25 +36,19 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.common import parse_with_retries, run_variant
+from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
 from jaxvaco.analysis import lag_plots, stats
-from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
-from jaxvaco.envs import BRAX_ENV_NAMES
 from jaxvaco.results import last_evaluated, read_rows, write_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "fair_study"
 CHOSEN = Path(__file__).resolve().parent / "results" / "tuning" / "chosen.json"
+SPEC = SWEEPS / "fair_study.toml"
+"""Everything of the study's sweep but its variants (envs, budgets, shared settings)."""
 LAGS = (0, 2, 4, 8, 16)
-DEV_ENVS = {"CartPole-v1": 300_000, "Acrobot-v1": 300_000, "Breakout-MinAtar": 500_000}
-HELD_OUT_ENVS = {"Asterix-MinAtar": 500_000, "SpaceInvaders-MinAtar": 500_000,
-                 "Freeway-MinAtar": 500_000, "hopper": 1_000_000,
-                 "inverted_double_pendulum": 1_000_000, "reacher": 1_000_000}
-BRAX_SETTINGS = {"normalize_obs": True, "reward_scale": 0.1}
-# The shared settings of the tuning search (experiments/tune.py), so the tuned values mean
-# what they meant there.
-BASE = TrainConfig(num_envs=16, num_steps=128, anneal_lr=True,
-                   lag=LagConfig(mode="uniform", num_groups=4),
-                   eval=EvalConfig(every_chunks=0, num_episodes=16), progress=False)
+"""The columns of the summary: the spec's lag_delays."""
+DEV_ENVS = ("CartPole-v1", "Acrobot-v1", "Breakout-MinAtar")
+HELD_OUT_ENVS = ("Asterix-MinAtar", "SpaceInvaders-MinAtar", "Freeway-MinAtar", "hopper",
+                 "inverted_double_pendulum", "reacher")
 CONFIG_PATHS = {"update_epochs": "update_epochs", "num_minibatches": "num_minibatches",
                 "learning_rate": "learning_rate", "ent_coef": "ent_coef",
                 "clip_coef": "clip_coef", "target_kl": "ppo_kl.target_kl",
@@ -68,6 +67,16 @@ def tuned_variants(chosen: dict[str, dict]) -> dict[str, dict]:
             overrides["ppo.critic"] = "learner"
         variants[algo] = overrides
     return variants
+
+
+def write_study_spec(chosen: dict[str, dict], path: Path) -> Path:
+    """SPEC with the tuned variants of `chosen` appended as [variants."label"] tables."""
+    lines = [SPEC.read_text().rstrip(), ""]
+    for label, overrides in tuned_variants(chosen).items():
+        lines += ["", f"[variants.{json.dumps(label)}]"]
+        lines += [f"{key} = {json.dumps(value)}" for key, value in overrides.items()]
+    path.write_text("\n".join(lines) + "\n")  # (JSON strings and numbers are TOML ones)
+    return path
 
 
 def final_table(rows: list[dict]) -> list[dict]:
@@ -144,23 +153,12 @@ def summary_markdown(final: list[dict]) -> str:
                      + env_tables(final))
 
 
-def run_study(envs: dict[str, int], variants: dict[str, dict], seeds: int,
-              out: Path) -> None:
-    """Every (env, variant) not yet in study.csv; `envs` maps env -> steps per run."""
-    for env, steps in envs.items():
-        extra = BRAX_SETTINGS if env in BRAX_ENV_NAMES else {}
-        for variant, overrides in variants.items():
-            run_variant(BASE, env, variant, {**overrides, **extra, "num_seeds": seeds,
-                                             "total_timesteps": steps},
-                        LAGS, out / "study.csv", out / "runs")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dev", action="store_true", help="run the development envs")
     parser.add_argument("--held-out", action="store_true", help="run the held-out envs")
     parser.add_argument("--envs", nargs="+", help="only these envs (of the chosen sets)")
-    parser.add_argument("--seeds", type=int, default=16)
+    parser.add_argument("--seeds", type=int, help="default: the spec's (16)")
     parser.add_argument("--steps", type=int, help="env steps per run (default: per env)")
     parser.add_argument("--chosen", type=Path, default=CHOSEN)
     parser.add_argument("--summary-only", action="store_true")
@@ -170,13 +168,14 @@ def main() -> None:
         if not args.chosen.exists():
             parser.error(f"{args.chosen} does not exist: run `python -m experiments.tune` "
                          "first (the study uses the frozen tuned configurations)")
-        variants = tuned_variants(json.loads(args.chosen.read_text()))
-        envs = {**(DEV_ENVS if args.dev else {}), **(HELD_OUT_ENVS if args.held_out else {})}
-        envs = {e: args.steps or s for e, s in envs.items() if not args.envs or e in args.envs}
+        chosen_envs = (DEV_ENVS if args.dev else ()) + (HELD_OUT_ENVS if args.held_out else ())
+        envs = [e for e in chosen_envs if not args.envs or e in args.envs]
         if not envs:
             parser.error("nothing to run: pass --dev and/or --held-out (and --envs from them)")
         args.out.mkdir(parents=True, exist_ok=True)
-        run_study(envs, variants, args.seeds, args.out)
+        spec = write_study_spec(json.loads(args.chosen.read_text()), args.out / "study.toml")
+        run_spec(experiment_spec(spec, args.out, envs, args.seeds, args.steps),
+                 args.out / "study.csv")
     final = final_table(read_rows(args.out / "study.csv"))
     write_rows(args.out / "final.csv", final)
     table = summary_markdown(final)

@@ -1,9 +1,10 @@
 """The lag sweep: algorithms × K ∈ {0, 2, 4, 8, 16} (`uniform` mode) × seeds, per environment.
 
-Every algorithm runs with the same shared settings (`BASE`: TrainConfig's defaults at the
-time, learning rate 1e-3; VACO's options as chosen by experiments/vaco_design.py); for each
-(env, algo) the K values and seeds are one compiled program (K is a vmapped
-hyperparameter, the ring buffer holds max K + 1 snapshots).
+The experiment is the sweep spec experiments/sweeps/lag_sweep.toml. Every algorithm runs
+with the same shared settings (TrainConfig's defaults at the time, learning rate 1e-3;
+VACO's options as chosen by experiments/vaco_design.py); for each (env, algo) the K values
+and seeds are one compiled program (K is a vmapped hyperparameter, the ring buffer holds
+max K + 1 snapshots).
 
     python -m experiments.lag_sweep                          # all envs, default budgets
     python -m experiments.lag_sweep --envs CartPole-v1 --seeds 16 --steps 300000
@@ -12,7 +13,8 @@ hyperparameter, the ring buffer holds max K + 1 snapshots).
 Writes experiments/results/lag_sweep/lag_sweep.csv (tidy: env, algo, K, seed, step, return,
 eval returns, lag metrics; resumable: finished (env, algo) cells are skipped), final.csv
 (final greedy evaluation return per run), summary.md, and the plots
-return_vs_lag.{png,pdf}, tv_vs_lag.{png,pdf}, aggregate.{png,pdf}.
+return_vs_lag.{png,pdf}, tv_vs_lag.{png,pdf}, aggregate.{png,pdf}; the sweep's runs are
+under experiments/results/lag_sweep/runs/lag_sweep/.
 """
 
 from __future__ import annotations
@@ -22,19 +24,15 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.common import parse_with_retries, run_variant
+from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
 from jaxvaco.analysis import lag_plots, plots, stats, tables
-from jaxvaco.config import ALGOS, EvalConfig, LagConfig, TrainConfig
+from jaxvaco.config import ALGOS
 from jaxvaco.results import last_evaluated, read_rows, write_rows
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "lag_sweep"
+SPEC = SWEEPS / "lag_sweep.toml"
 LAGS = (0, 2, 4, 8, 16)
-BUDGETS = {"CartPole-v1": 300_000, "Acrobot-v1": 300_000, "Breakout-MinAtar": 500_000}
-# The shared settings the committed sweep ran with (TrainConfig's defaults until issue 16
-# raised the default learning rate to 2e-3), pinned so that a rerun measures the same thing.
-BASE = TrainConfig(num_envs=16, num_steps=128, update_epochs=4, num_minibatches=4,
-                   learning_rate=1e-3, lag=LagConfig(mode="uniform", num_groups=4),
-                   eval=EvalConfig(every_chunks=0, num_episodes=16), progress=False)
+"""The columns of the summary: the spec's lag_delays."""
 
 
 def final_table(rows: list[dict]) -> list[dict]:
@@ -78,9 +76,9 @@ def make_plots(final: list[dict], out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", nargs="+", default=list(BUDGETS))
-    parser.add_argument("--algos", nargs="+", default=list(ALGOS), choices=ALGOS)
-    parser.add_argument("--seeds", type=int, default=16)
+    parser.add_argument("--envs", nargs="+", help="default: the spec's")
+    parser.add_argument("--algos", nargs="+", choices=ALGOS, help="default: the spec's (all)")
+    parser.add_argument("--seeds", type=int, help="default: the spec's (16)")
     parser.add_argument("--steps", type=int, help="env steps per run (default: per env)")
     parser.add_argument("--plot-only", action="store_true")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
@@ -90,12 +88,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "lag_sweep.csv"
     if not args.plot_only:
-        for env in args.envs:
-            steps = args.steps or BUDGETS.get(env, 500_000)
-            for algo in args.algos:
-                run_variant(BASE, env, algo, {"algo": algo, "num_seeds": args.seeds,
-                                              "total_timesteps": steps},
-                            LAGS, csv_path, out / "runs")
+        run_spec(experiment_spec(SPEC, out, args.envs, args.seeds, args.steps,
+                                 algos=args.algos), csv_path)
     final = final_table(read_rows(csv_path))
     write_rows(out / "final.csv", final)
     table = summary_markdown(final)

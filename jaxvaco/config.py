@@ -309,6 +309,8 @@ def from_table(cls: type, data: Any, source: str, prefix: str = "") -> Any:
 def _typed(value: Any, kind: Any, source: str, name: str) -> Any:
     """`value` as field type `kind` (tuples from lists); ConfigError when it is not one."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if kind is Any:  # checked by whoever reads it (a sweep's variants and env_overrides)
+        return value
     if dataclasses.is_dataclass(kind):
         return from_table(kind, value, source, f"{name}.")
     if origin is Literal:

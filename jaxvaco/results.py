@@ -12,8 +12,9 @@ Data written before the per-algorithm fraction names has one `filter/fraction` c
 
 Two tables are built from such rows:
 
-* a run folder or a sweep: `tidy_rows` (a run's metrics.jsonl) and `write_table` (a sweep's
-  results.csv, every metric a column), read back by `load_results`;
+* a run folder or a sweep: `tidy_rows` (a run's metrics.jsonl, labelled with its sweep
+  variant) and `write_table` (a sweep's results.csv, every metric a column), read back by
+  `load_results`;
 * the experiment scripts' CSVs (experiments/): `variant_rows` keeps the columns of `FIELDS`
   (a variant label beside the algo, eval metrics shortened to eval_greedy and
   eval_stochastic), `append_rows` appends each finished variant, and `done_keys` tells a
@@ -74,29 +75,39 @@ def tidy_row(row: dict, env: str, algo: str, k: int) -> dict:
     return {**keys, **{name: v for name, v in row.items() if name not in DROPPED}}
 
 
-def tidy_rows(run_dir: Path) -> list[dict]:
-    """metrics.jsonl of one run directory as tidy rows.
+def metrics_rows(run_dir: Path) -> list[dict]:
+    """The complete rows of a run directory's metrics.jsonl (a running run may be
+    mid-line)."""
+    path = run_dir / "metrics.jsonl"
+    return read_metrics(path, path.read_bytes().rfind(b"\n") + 1)
+
+
+def tidy_rows(run_dir: Path, variant: str | None = None) -> list[dict]:
+    """metrics.jsonl of one run directory as tidy rows, with a `variant` column (`variant`,
+    e.g. a sweep's variant name; default: the algo).
 
     K is the run's lag_delay when swept, else lag.max_delay. Swept values other than the
-    lag are appended to the algo label (e.g. "ppo learning_rate=0.001"), so that
-    (env, algo, K, seed) names one run, as `jaxvaco.analysis.tables` expects.
+    lag are appended to the algo and variant labels (e.g. "ppo learning_rate=0.001"), so
+    that (env, algo, K, seed) names one run of an algorithm sweep and (env, variant, K,
+    seed) one run of any sweep, as `jaxvaco.analysis.tables` expects.
     """
     config, grid = load_run_dir(run_dir)
-    path = run_dir / "metrics.jsonl"
-    complete_lines = path.read_bytes().rfind(b"\n") + 1  # a running run may be mid-line
     out = []
-    for row in read_metrics(path, complete_lines):
+    for row in metrics_rows(run_dir):
         swept = [f"{k}={row[k]}" for k in grid if k != "lag_delay"]
         label = " ".join([config.algo, *swept])
-        out.append(tidy_row(row, config.env, label, config.lag.max_delay))
+        tidy = tidy_row(row, config.env, label, config.lag.max_delay)
+        out.append({**tidy, "variant": " ".join([variant or config.algo, *swept])})
     return out
 
 
-def variant_rows(rows: Iterable[dict], env: str, algo: str, variant: str) -> list[dict]:
-    """Metrics rows of a run result as rows of FIELDS, labelled with `variant`."""
+def variant_rows(rows: Iterable[dict], env: str, algo: str, variant: str, lag: int = 0
+                 ) -> list[dict]:
+    """Metrics rows of a run result as rows of FIELDS, labelled with `variant`; `lag` is K
+    when the rows have no lag_delay."""
     out = []
     for row in rows:
-        tidy = {SHORT_NAMES.get(k, k): v for k, v in tidy_row(row, env, algo, 0).items()}
+        tidy = {SHORT_NAMES.get(k, k): v for k, v in tidy_row(row, env, algo, lag).items()}
         tidy["variant"] = variant
         out.append({name: tidy.get(name) for name in FIELDS})
     return out
@@ -161,8 +172,11 @@ def last_evaluated(rows: list[dict], label: str) -> dict[tuple, dict]:
 
 
 def write_table(path: Path, rows: list[dict]) -> Path:
-    """A tidy table as CSV, key columns first, then the others sorted (atomically replaced)."""
-    columns = list(KEY_COLUMNS) + sorted({k for row in rows for k in row} - set(KEY_COLUMNS))
+    """A tidy table as CSV, key columns first, then variant (when rows have it), then the
+    others sorted (atomically replaced)."""
+    names = {k for row in rows for k in row}
+    first = list(KEY_COLUMNS) + (["variant"] if "variant" in names else [])
+    columns = first + sorted(names - set(first))
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", newline="") as file:
         writer = csv.DictWriter(file, columns, restval="")
@@ -230,6 +244,8 @@ def plot_results(directory: Path, out: Path | None = None, metric: str = "return
     from jaxvaco.analysis import lag_plots, plots, stats, tables
 
     table = load_results(Path(directory))
+    if "variant" in table:  # a sweep's variants (several may share an algorithm)
+        table = {**table, "algo": table["variant"]}
     out = Path(out) if out else Path(directory) / "plots"
     envs = set(table["env"].tolist())
     normalize = envs <= set(stats.REFERENCE_SCORES)

@@ -1,4 +1,6 @@
-"""Sweeps over environments × algorithms × lags × seeds, restartable, with one tidy table.
+"""Sweeps over environments × algorithms (or named variants) × lags × seeds, restartable,
+with one tidy table. The experiments under experiments/ are such sweeps: their specs are
+the TOML files in experiments/sweeps/.
 
 A sweep lives in ``<results_dir>/<name>/``. It is made of cells, one per (env, algo) and,
 with ``vmap_lag = false``, per K. Each cell is one `jaxvaco.runner.run` in
@@ -7,6 +9,15 @@ of one compiled program (``lag.max_delay`` = max K and grid ``{"lag_delay": Ks}`
 then takes the lagged code path with a delay of 0). Values in ``grid`` (any `Hyperparams`
 field, e.g. learning_rate) are vmapped the same way.
 
+Named variants replace the algorithms: with a ``[variants]`` table, the cells are
+env × variant (× K), each variant a (nested) table of TrainConfig options over ``[base]``,
+its algorithm included (a variant without ``algo`` runs ``base.algo``; ``algos`` must then
+be left out). The cell folder is ``<env>__<variant as a folder name>__K...`` (runs of
+characters other than letters, digits, ``.``, ``=`` and ``-`` become ``-``).
+``[env_overrides]`` gives per-env options over ``[base]`` (a budget, Brax's observation
+normalisation); an option may not be set both by an env override and by a variant. The
+sweep sets env, algo (from ``algos``), run_name, results_dir and lag.max_delay itself.
+
 A cell is complete when its metrics.jsonl and its DONE marker exist. Restarting a sweep
 skips complete cells and resumes an unfinished one from its newest checkpoint; a cell that
 diverged (`NonFiniteError`) has a FAILED marker holding the message and is skipped too
@@ -14,29 +25,40 @@ diverged (`NonFiniteError`) has a FAILED marker holding the message and is skipp
 gives them now, else the sweep is refused.
 
 After each cell, ``results.csv`` is rewritten from all complete cells: one row per run and
-chunk with columns env, algo, K, seed, step, return (training episode return), then every
-other metric (eval/greedy_return, tv/backward, tv/forward, tv/total, lag/iterations, the
-algorithm's ppo/clipped_fraction, spo/outside_fraction or vaco/filtered_fraction, ...): see
-`jaxvaco.results`. ``jaxvaco plot`` draws it.
+chunk with columns env, algo, K, seed, step, return (training episode return), variant
+(the variant's name, else the algo), then every other metric (eval/greedy_return,
+tv/backward, tv/forward, tv/total, lag/iterations, the algorithm's ppo/clipped_fraction,
+spo/outside_fraction or vaco/filtered_fraction, ...): see `jaxvaco.results`.
+``jaxvaco plot`` draws it (one line per variant).
 
 Example ``sweep.toml``::
 
     name = "lag"
-    envs = ["CartPole-v1"]
-    algos = ["ppo", "vaco"]
+    envs = ["CartPole-v1", "Breakout-MinAtar"]
     lag_delays = [0, 4, 16]
 
     [base]                     # any TrainConfig field, as in config.json
     num_seeds = 5
     total_timesteps = 500000
     lag = { mode = "fixed" }
+
+    [env_overrides]
+    Breakout-MinAtar = { total_timesteps = 1000000 }
+
+    [variants]                 # or algos = ["ppo", "vaco"] for one cell per algorithm
+    ppo = { algo = "ppo" }
+    "ppo, learner's critic" = { algo = "ppo", ppo.critic = "learner" }
+    vaco = { algo = "vaco" }
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -46,11 +68,15 @@ from jaxvaco.config import (
     RunFileError,
     TrainConfig,
     from_table,
+    to_dict,
 )
 from jaxvaco.results import tidy_rows, write_table
 from jaxvaco.run_dir import RunControl, load_run_dir, write_json
 from jaxvaco.runner import expand_runs, run
 from jaxvaco.validation import lag_reaches_end, plain_folder_name, validate
+
+SWEEP_SET = ("env", "run_name", "results_dir", "lag.max_delay")
+"""Options the sweep sets in every cell (a variant or an env override may not)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,16 +87,24 @@ class SweepConfig:
     """Folder under --results-dir."""
     results_dir: str = "results"
     envs: tuple[str, ...] = ("CartPole-v1",)
-    algos: tuple[str, ...] = ("ppo",)
+    algos: tuple[str, ...] = ()
+    """One cell per algorithm; empty = base.algo. Leave it empty when `variants` are given."""
     lag_delays: tuple[int, ...] = (0,)
     """Policy lags K: the cells' `lag_delay` values (a cell's lag.max_delay is their max)."""
     vmap_lag: bool = True
     """Run the K values of an (env, algo) cell as one program (else one cell per K)."""
     grid: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
     """More hyperparameter values vmapped in every cell, e.g. learning_rate."""
+    variants: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """Named variants, one cell each per env (instead of one per algorithm): a (nested)
+    table of TrainConfig options over `base`, algo included (else base.algo), e.g.
+    {"decoupled": {"algo": "ppo", "ppo": {"anchor": "learner"}}} (or "ppo.anchor" keys)."""
+    env_overrides: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """Per env, a (nested) table of TrainConfig options over `base` in that env's cells,
+    e.g. {"Breakout-MinAtar": {"total_timesteps": 1000000}}; none a variant also sets."""
     base: TrainConfig = TrainConfig()
-    """Options of every cell; its env, algo, lag.max_delay, run_name, results_dir are set
-    by the sweep."""
+    """Options of every cell; its env, lag.max_delay, run_name, results_dir (and algo, with
+    `algos`) are set by the sweep."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,11 +112,53 @@ class Cell:
     env: str
     algo: str
     delays: tuple[int, ...]
+    variant: str = ""
+    """The variant's name; empty = the algo (a sweep without variants)."""
+
+    @property
+    def label(self) -> str:
+        """The results' variant column: the variant's name, else the algo."""
+        return self.variant or self.algo
 
     @property
     def name(self) -> str:
         env = self.env.replace("/", "-")
-        return f"{env}__{self.algo}__K{'-'.join(map(str, self.delays))}"
+        return f"{env}__{folder_name(self.label)}__K{'-'.join(map(str, self.delays))}"
+
+
+def folder_name(label: str) -> str:
+    """A variant's name as part of a folder name: runs of characters other than letters,
+    digits, '.', '=' and '-' become '-' ("clip β | learner | gae" -> "clip-β-learner-gae")."""
+    return re.sub(r"[^\w.=-]+", "-", label).strip("-")
+
+
+def option_paths(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A (nested) table of options as {dotted path: value}; "ppo.critic" keys and
+    {"ppo": {"critic": ...}} tables give the same path."""
+    out = {}
+    for key, value in table.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(option_paths(value, path + "."))
+        else:
+            out[path] = value
+    return out
+
+
+def with_options(config: TrainConfig, options: dict[str, Any], source: str) -> TrainConfig:
+    """`config` with `options` (a nested table or dotted paths) set, every key and value
+    checked as in a config file: ConfigError naming `source` and the key otherwise."""
+    data = to_dict(config)
+    for path, value in option_paths(options).items():
+        *groups, field = path.split(".")
+        table = data
+        for i, group in enumerate(groups):
+            table = table.setdefault(group, {})  # an unknown group: from_table names it
+            if not isinstance(table, dict):
+                raise ConfigError(f"{source}: {'.'.join(groups[:i + 1])} is an option, not "
+                                  f"a table of options; cannot set {path}.")
+        table[field] = value
+    return from_table(TrainConfig, data, source)
 
 
 @dataclasses.dataclass
@@ -95,10 +171,12 @@ class SweepResult:
 
 
 def load_sweep_file(path: Path) -> SweepConfig:
-    """A SweepConfig from TOML: top-level sweep fields and a [base] table of TrainConfig.
+    """A SweepConfig from TOML: top-level sweep fields, a [base] table of TrainConfig and
+    optional [variants] and [env_overrides] tables of TrainConfig options.
 
-    An unreadable or malformed file, an unknown key (at any depth) or a value of the wrong
-    type raises ConfigError naming the file and the key or line.
+    An unreadable or malformed file, an unknown key (at any depth, in a variant or an env
+    override too) or a value of the wrong type raises ConfigError naming the file and the
+    key or line.
     """
     try:
         data = tomllib.loads(path.read_text())
@@ -106,43 +184,108 @@ def load_sweep_file(path: Path) -> SweepConfig:
         raise ConfigError(f"cannot read {path}: {error.strerror}.") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise RunFileError(f"{path} is not valid TOML: {error}.") from None
-    return validate_sweep(from_table(SweepConfig, data, str(path)), str(path))
+    if data.get("algos") == []:  # left out, it means base.algo
+        raise ConfigError(f"{path}: algos is empty; give at least one value.")
+    spec = from_table(SweepConfig, data, str(path))
+    for env in spec.env_overrides:  # (--envs may choose fewer: their overrides go unused)
+        if env not in spec.envs:
+            raise ConfigError(f"{path} [env_overrides.{env!r}]: {env} is not one of envs "
+                              f"({', '.join(spec.envs)}); add it to envs or remove its "
+                              "override.")
+    return validate_sweep(spec, str(path))
 
 
 def validate_sweep(spec: SweepConfig, source: str = "sweep") -> SweepConfig:
-    """Check the sweep's own fields (the cells are validated by `cell_setup`)."""
+    """Check the sweep's own fields, its variants and env overrides (each key and value
+    against TrainConfig; the cells' configurations are validated by `cell_setup`)."""
     if not plain_folder_name(spec.name):
         raise ConfigError(f"{source}: name must be a single folder name (created under "
                           f"results_dir), got {spec.name!r}.")
-    for field in ("envs", "algos", "lag_delays"):
+    for field in ("envs", "lag_delays"):
         if not getattr(spec, field):
             raise ConfigError(f"{source}: {field} is empty; give at least one value.")
+    if spec.variants and spec.algos:
+        raise ConfigError(f"{source}: give either algos (one cell per algorithm) or "
+                          "variants (one cell per variant), not both; set each variant's "
+                          "algo in its table instead.")
+    folders: dict[str, str] = {}
+    for label, options in spec.variants.items():
+        where = f"{source} [variants.{label!r}]"
+        folder = folder_name(label)
+        if not folder or not plain_folder_name(folder):
+            raise ConfigError(f"{where}: the name gives no folder name; use letters or "
+                              "digits in it.")
+        if folder in folders:
+            raise ConfigError(f"{where}: the names {folders[folder]!r} and {label!r} give "
+                              f"the same folder name {folder!r}; rename one of them.")
+        folders[folder] = label
+        _check_options(spec, options, where, SWEEP_SET)
+    for env, options in spec.env_overrides.items():
+        where = f"{source} [env_overrides.{env!r}]"
+        _check_options(spec, options, where, (*SWEEP_SET, "algo"))
+        for label, variant in spec.variants.items():
+            both = sorted(set(option_paths(options)) & set(option_paths(variant)))
+            if both:
+                raise ConfigError(f"{where}: {', '.join(both)} is also set by variant "
+                                  f"{label!r}; set it in one place.")
     return spec
+
+
+def _check_options(spec: SweepConfig, options: Any, where: str, forbidden: Sequence[str]
+                   ) -> None:
+    if not isinstance(options, dict):
+        raise ConfigError(f"{where}: must be a table of TrainConfig options, got "
+                          f"{options!r}.")
+    taken = [path for path in option_paths(options) if path in forbidden]
+    if taken:
+        raise ConfigError(f"{where}: {taken[0]} is set by the sweep for each cell; remove it.")
+    with_options(spec.base, options, where)
 
 
 def long_lags(spec: SweepConfig) -> list[str]:
     """A warning when some K are so long that those actors act with θ_0 throughout."""
-    n = spec.base.num_iterations
+    lengths = {cell_config(spec, cell).num_iterations for cell in cells(spec)}
+    n = min(lengths)
     too_long = [k for k in spec.lag_delays if lag_reaches_end(k, n)]
     if not too_long:
         return []
-    return [f"lag_delays {too_long} are not below the cells' {n} iterations: delays are "
+    cells_ = "cells'" if len(lengths) == 1 else "shortest cells'"
+    return [f"lag_delays {too_long} are not below the {cells_} {n} iterations: delays are "
             "clamped at θ_0, so those actors act with the initial policy throughout. Lower "
-            "them or raise base.total_timesteps."]
+            "them or raise total_timesteps."]
 
 
 def cells(spec: SweepConfig) -> list[Cell]:
+    """Every cell: env × (variant or algo) × K-set, in that order."""
     delays = [tuple(spec.lag_delays)] if spec.vmap_lag else [(k,) for k in spec.lag_delays]
-    return [Cell(env, algo, ks) for env in spec.envs for algo in spec.algos for ks in delays]
+    if spec.variants:
+        kinds = [(option_paths(options).get("algo", spec.base.algo), label)
+                 for label, options in spec.variants.items()]
+    else:
+        kinds = [(algo, "") for algo in spec.algos or (spec.base.algo,)]
+    return [Cell(env, algo, ks, variant) for env in spec.envs for algo, variant in kinds
+            for ks in delays]
+
+
+def cell_config(spec: SweepConfig, cell: Cell, directory: Path | None = None
+                ) -> TrainConfig:
+    """The TrainConfig of one cell (not yet validated): base, then the env's overrides and
+    the variant's options (or the cell's algo), then what the sweep sets."""
+    config = with_options(spec.base, spec.env_overrides.get(cell.env, {}),
+                          f"env_overrides.{cell.env}")
+    if cell.variant:
+        config = with_options(config, spec.variants[cell.variant], f"variants.{cell.variant}")
+    directory = directory or Path(spec.results_dir) / spec.name
+    return dataclasses.replace(
+        config, env=cell.env, algo=cell.algo, run_name=cell.name,
+        results_dir=str(directory / "runs"),
+        lag=dataclasses.replace(config.lag, max_delay=max(cell.delays)))
 
 
 def cell_setup(spec: SweepConfig, cell: Cell, directory: Path
                ) -> tuple[TrainConfig, dict[str, tuple] | None]:
     """The TrainConfig and grid of one cell (validated)."""
-    config = dataclasses.replace(
-        spec.base, env=cell.env, algo=cell.algo, run_name=cell.name,
-        results_dir=str(directory / "runs"),
-        lag=dataclasses.replace(spec.base.lag, max_delay=max(cell.delays)))
+    config = cell_config(spec, cell, directory)
     grid = dict(spec.grid)
     if len(cell.delays) > 1:
         grid["lag_delay"] = cell.delays
@@ -165,13 +308,16 @@ def check_unchanged(cell_dir: Path, config: TrainConfig) -> None:
                           f"({'; '.join(changes)}); use another sweep name.")
 
 
-def run_sweep(spec: SweepConfig, control: RunControl | None = None) -> SweepResult:
-    """Run every cell not yet complete; rewrite results.csv after each."""
+def run_sweep(spec: SweepConfig, control: RunControl | None = None,
+              only: Sequence[Cell] | None = None) -> SweepResult:
+    """Run every cell not yet complete (of `only`, when given, a subset of `cells(spec)`);
+    rewrite results.csv after each."""
     from jaxvaco.runner import NonFiniteError
 
     validate_sweep(spec)
     directory = Path(spec.results_dir) / spec.name
-    plan = [(cell, *cell_setup(spec, cell, directory)) for cell in cells(spec)]
+    plan = [(cell, *cell_setup(spec, cell, directory))
+            for cell in (cells(spec) if only is None else only)]
     directory.mkdir(parents=True, exist_ok=True)
     write_json(directory / "sweep.json", dataclasses.asdict(spec))
     result = SweepResult(directory, [], [], {})
@@ -199,14 +345,14 @@ def run_sweep(spec: SweepConfig, control: RunControl | None = None) -> SweepResu
             break
         write_json(cell_dir / "DONE", {k: np.asarray(v).tolist()
                                        for k, v in outcome.summary.items()})
-        write_sweep_table(directory, [c.name for c, _, _ in plan])
-    write_sweep_table(directory, [c.name for c, _, _ in plan])
+        write_sweep_table(directory, [c for c, _, _ in plan])
+    write_sweep_table(directory, [c for c, _, _ in plan])
     return result
 
 
-def write_sweep_table(directory: Path, cell_names: list[str]) -> Path:
+def write_sweep_table(directory: Path, sweep_cells: list[Cell]) -> Path:
     """results.csv from every complete cell (atomically replaced)."""
-    rows = [row for name in cell_names
-            if cell_state(directory / "runs" / name) == "done"
-            for row in tidy_rows(directory / "runs" / name)]
+    rows = [row for cell in sweep_cells
+            if cell_state(directory / "runs" / cell.name) == "done"
+            for row in tidy_rows(directory / "runs" / cell.name, cell.label)]
     return write_table(directory / "results.csv", rows)

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from jaxvaco import runner
-from jaxvaco.config import EvalConfig, TrainConfig, to_dict
+from jaxvaco.config import ConfigError, EvalConfig, TrainConfig, to_dict
 from jaxvaco.results import read_table
 from jaxvaco.run_dir import RunControl
-from jaxvaco.sweep import SweepConfig, cells, load_sweep_file
+from jaxvaco.sweep import SweepConfig, cell_config, cells, load_sweep_file, run_sweep
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -138,7 +138,6 @@ def test_vmapped_hyperparameter_equals_the_run_alone(tmp_path):
 
 def test_sweep_refuses_changed_finished_cell(tmp_path):
     """A finished cell run with other settings is not mixed into the table."""
-    from jaxvaco.config import ConfigError
     from jaxvaco.run_dir import write_json
     from jaxvaco.sweep import cell_setup, config_changes, run_sweep
 
@@ -154,3 +153,138 @@ def test_sweep_refuses_changed_finished_cell(tmp_path):
     with pytest.raises(ConfigError, match="--gamma: 0.9 -> 0.99"):
         run_sweep(spec)
 
+
+
+VARIANTS_TOML = """
+name = "variants"
+envs = ["CartPole-v1", "Acrobot-v1"]
+lag_delays = [0, 2]
+
+[base]
+num_envs = 8
+num_steps = 16
+total_timesteps = 2560
+hidden_sizes = [16, 16]
+progress = false
+
+[env_overrides]
+Acrobot-v1 = { total_timesteps = 5120, gamma = 0.9 }
+
+[variants."clip β | learner"]
+algo = "ppo"
+ppo.critic = "learner"
+
+[variants."vaco δ=0.1"]
+algo = "vaco"
+vaco = { delta = 0.1, filter = "sample" }
+
+[variants.plain]   # no algo: base.algo
+learning_rate = 1e-3
+"""
+
+
+def test_variants_and_env_overrides_make_the_cells(tmp_path):
+    """Cells are env × variant; a cell's config is base, then its env's overrides, then its
+    variant's options, in plain folder names."""
+    path = tmp_path / "sweep.toml"
+    path.write_text(VARIANTS_TOML)
+    spec = load_sweep_file(path)
+    assert [(c.env, c.algo, c.label, c.name) for c in cells(spec)] == [
+        ("CartPole-v1", "ppo", "clip β | learner", "CartPole-v1__clip-β-learner__K0-2"),
+        ("CartPole-v1", "vaco", "vaco δ=0.1", "CartPole-v1__vaco-δ=0.1__K0-2"),
+        ("CartPole-v1", "ppo", "plain", "CartPole-v1__plain__K0-2"),
+        ("Acrobot-v1", "ppo", "clip β | learner", "Acrobot-v1__clip-β-learner__K0-2"),
+        ("Acrobot-v1", "vaco", "vaco δ=0.1", "Acrobot-v1__vaco-δ=0.1__K0-2"),
+        ("Acrobot-v1", "ppo", "plain", "Acrobot-v1__plain__K0-2")]
+    configs = {(c.env, c.label): cell_config(spec, c) for c in cells(spec)}
+    cart, acro = configs["CartPole-v1", "clip β | learner"], configs["Acrobot-v1", "vaco δ=0.1"]
+    assert (cart.total_timesteps, cart.gamma, cart.ppo.critic) == (2560, 0.99, "learner")
+    assert (acro.total_timesteps, acro.gamma, acro.algo) == (5120, 0.9, "vaco")
+    assert (acro.vaco.delta, acro.vaco.filter, acro.lag.max_delay) == (0.1, "sample", 2)
+    plain = configs["Acrobot-v1", "plain"]
+    assert (plain.algo, plain.learning_rate, plain.total_timesteps) == ("ppo", 1e-3, 5120)
+    assert configs["CartPole-v1", "plain"].learning_rate == 1e-3
+    assert cart.hidden_sizes == (16, 16) and cart.run_name == "CartPole-v1__clip-β-learner__K0-2"
+    # Python dicts may spell nested options as "group.field" keys
+    same = dataclasses.replace(spec, variants={
+        **spec.variants, "clip β | learner": {"algo": "ppo", "ppo.critic": "learner"}})
+    assert cell_config(same, cells(same)[0]) == cell_config(spec, cells(spec)[0])
+
+
+BAD_VARIANTS = [
+    ("unknown-key", '[variants.a]\nalgo = "ppo"\nppo.critc = "learner"\n',
+     ['[variants.\'a\']', "unknown option ppo.critc", "did you mean ppo.critic"]),
+    ("unknown-group", "[variants.a]\nvacoo = { delta = 0.1 }\n",
+     ["[variants.'a']", "unknown option vacoo", "did you mean vaco"]),
+    ("wrong-type", '[variants.a]\nlearning_rate = "fast"\n',
+     ["[variants.'a']", "learning_rate must be a number, got 'fast'"]),
+    ("not-a-table", 'variants = { a = "ppo" }\n', ["variants.a must be a table"]),
+    ("option-not-group", "[variants.a]\ngamma.x = 1\n", ["gamma is an option"]),
+    ("algos-and-variants", 'algos = ["ppo"]\n[variants.a]\nalgo = "vaco"\n',
+     ["either algos", "set each variant's algo"]),
+    ("set-by-sweep", "[variants.a]\nlag.max_delay = 4\n",
+     ["[variants.'a']", "lag.max_delay is set by the sweep"]),
+    ("same-folder", '[variants."a b"]\n[variants."a|b"]\n', ["same folder name 'a-b'"]),
+    ("no-folder", '[variants."| |"]\n', ["gives no folder name"]),
+    ("env-override-unknown-key", "[env_overrides.CartPole-v1]\ntotal_timestep = 10\n",
+     ["[env_overrides.'CartPole-v1']", "did you mean total_timesteps"]),
+    ("env-override-not-swept", "[env_overrides.Acrobot-v1]\ngamma = 0.9\n",
+     ["Acrobot-v1 is not one of envs"]),
+    ("env-override-algo", '[env_overrides.CartPole-v1]\nalgo = "vaco"\n',
+     ["algo is set by the sweep"]),
+    ("env-override-and-variant", "[env_overrides.CartPole-v1]\ngamma = 0.9\n"
+     "[variants.a]\ngamma = 0.95\n", ["gamma is also set by variant 'a'", "one place"]),
+]
+
+
+@pytest.mark.parametrize("text,needles", [r[1:] for r in BAD_VARIANTS],
+                         ids=[r[0] for r in BAD_VARIANTS])
+def test_bad_variants_and_env_overrides_name_the_file_and_key(tmp_path, text, needles):
+    path = tmp_path / "sweep.toml"
+    path.write_text('name = "s"\n' + text)
+    with pytest.raises(ConfigError) as error:
+        load_sweep_file(path)
+    assert str(path) in str(error.value)
+    for needle in needles:
+        assert needle in str(error.value), str(error.value)
+
+
+def test_variant_sweep_table_and_resume(tmp_path):
+    """results.csv has a variant column (several variants share the algo ppo) and the env's
+    budget (env_overrides) is what ran; a restart skips complete cells, continues one
+    without its DONE marker from its checkpoint (nothing is retrained), and refuses a
+    complete cell whose variant changed."""
+    base = TrainConfig(num_envs=8, num_steps=16, total_timesteps=8 * 16 * 2, update_epochs=1,
+                       num_minibatches=2, hidden_sizes=(8,), chunk_iterations=2,
+                       progress=False, eval=EvalConfig(every_chunks=0, num_episodes=2))
+    spec = SweepConfig(name="v", results_dir=str(tmp_path), lag_delays=(0, 1), base=base,
+                       env_overrides={"CartPole-v1": {"total_timesteps": 8 * 16 * 4}},
+                       variants={"behaviour critic": {"algo": "ppo"},
+                                 "learner critic": {"algo": "ppo", "ppo.critic": "learner"}})
+    control = RunControl(checkpoint_every=1)
+    first = run_sweep(spec, control)
+    names = ["CartPole-v1__behaviour-critic__K0-1", "CartPole-v1__learner-critic__K0-1"]
+    assert first.ran == names and not first.failed
+    table = read_table(tmp_path / "v" / "results.csv")
+    with open(tmp_path / "v" / "results.csv") as file:
+        header = next(csv.reader(file))
+    assert header[:7] == ["env", "algo", "K", "seed", "step", "return", "variant"]
+    assert set(table["algo"]) == {"ppo"}
+    runs = set(zip(table["variant"], table["K"], table["seed"], strict=True))
+    assert runs == {(v, k, 0) for v in ("behaviour critic", "learner critic") for k in (0, 1)}
+    assert sorted(set(table["step"])) == [8 * 16 * 2, 8 * 16 * 4]  # 2 chunks of the budget
+
+    learner = tmp_path / "v" / "runs" / names[1]
+    metrics = (learner / "metrics.jsonl").read_bytes()
+    (learner / "DONE").unlink()
+    second = run_sweep(spec, control)
+    assert second.skipped == names[:1] and second.ran == names[1:]
+    assert (learner / "DONE").exists() and (learner / "metrics.jsonl").read_bytes() == metrics
+    assert read_table(tmp_path / "v" / "results.csv")["return"].tolist() == \
+        table["return"].tolist()
+
+    changed = dataclasses.replace(spec, variants={
+        **spec.variants, "learner critic": {"algo": "ppo", "ppo.critic": "learner",
+                                            "gamma": 0.9}})
+    with pytest.raises(ConfigError, match="complete but was run with other settings"):
+        run_sweep(changed, control)
