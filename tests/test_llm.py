@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxvaco.config import ConfigError
 from jaxvaco.llm import losses, task
 from jaxvaco.llm.model import ModelConfig, Transformer, init_cache, sample, token_logp
 from jaxvaco.llm.train import (
@@ -388,3 +389,12 @@ def test_group_minibatches_keep_groups_whole(prompts, group, epochs, minibatches
             groups = perm[m * size:(m + 1) * size]
             expected = rows.reshape(prompts, group, 3)[groups].reshape(-1, 3)
             np.testing.assert_array_equal(out[e * minibatches + m], expected)
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"vaco_anchor": "behavior"}, "vaco_anchor"), ({"algo": "ppo"}, "algo"),
+    ({"loss_agg": "mean"}, "loss_agg"), ({"minibatches": 3}, "minibatches"),
+    ({"group_size": 0}, "group_size")])
+def test_rl_config_rejects_a_bad_choice_by_name(change, field):
+    with pytest.raises(ConfigError, match=f"RLConfig.{field}"):
+        RLConfig(**change)

@@ -29,6 +29,7 @@ import optax
 from flax import struct
 
 from jaxvaco import lag
+from jaxvaco.config import ConfigError
 from jaxvaco.llm import losses
 from jaxvaco.llm.model import Completions, Transformer, sample, token_logp
 from jaxvaco.llm.task import LEVELS, PAD, Problems, reward
@@ -112,6 +113,27 @@ class RLConfig:
     warmup_updates: int = 0  # linear learning-rate warm-up over this many optimizer updates
     lag_mode: str = "fixed"  # spec §1.1, with one actor group
     max_delay: int = 8  # K_max: the ring buffer holds K_max + 1 parameter snapshots
+
+    def __post_init__(self):
+        """A misspelt choice fails here, naming the field, instead of silently selecting
+        another branch of the loss."""
+        for name, allowed in RL_CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"RLConfig.{name} must be one of {list(allowed)}, got "
+                                  f"{getattr(self, name)!r}.")
+        positive = ("num_prompts", "group_size", "epochs", "minibatches")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"RLConfig.{name} must be >= 1, got {getattr(self, name)}.")
+        if self.num_prompts % self.minibatches:
+            raise ConfigError(f"RLConfig.minibatches ({self.minibatches}) must divide "
+                              f"num_prompts ({self.num_prompts}): minibatches are whole groups.")
+
+
+RL_CHOICES = {"algo": ("grpo", "vaco"), "vaco_filter": ("batch", "sample", "none"),
+              "vaco_anchor": ("learner", "behaviour"), "adv_scale": ("std", "none"),
+              "loss_agg": ("token", "sequence", "constant"),
+              "lag_mode": ("fixed", "uniform", "spread")}
 
 
 class Rollout(NamedTuple):
