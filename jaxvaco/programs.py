@@ -10,7 +10,10 @@ with `jax.export`, under a key made of everything that can change what tracing p
 - the versions of jax, jaxlib and the libraries traced into the programs (flax, optax,
   gymnax, brax, distrax), the backend and its devices, and JAX's configuration values,
 - the run's `TrainConfig` (less run_name, results_dir and progress, which only the host
-  loop reads), the program's name and the shapes and dtypes of its arguments.
+  loop reads), the program's name and the shapes and dtypes of its arguments,
+- where the trainer's functions come from (module, name and a digest of their source
+  file), so that a trainer built by other code (a test's poisoned chunk, a user's own
+  stage) never shares programs with jaxvaco's.
 
 A rerun with the same key deserialises the program and calls it; XLA then finds the
 executable in the persistent cache. The exported program is the one the jit path
@@ -30,6 +33,7 @@ import dataclasses
 import functools
 import hashlib
 import importlib.metadata
+import inspect
 import os
 import pickle
 import tempfile
@@ -77,6 +81,18 @@ def config_key(config: Any) -> str:
     return repr(dataclasses.replace(config, **{f: "" for f in HOST_ONLY_FIELDS}))
 
 
+def function_origin(function: Callable) -> str:
+    """Module, qualified name and source-file digest of a function (inside partials)."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    name = f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', '?')}"
+    try:
+        source = Path(inspect.getsourcefile(function) or "").read_bytes()
+    except (OSError, TypeError):
+        source = b""
+    return f"{name}:{hashlib.sha256(source).hexdigest()}"
+
+
 def signature(leaves: list[Any]) -> str:
     """Shapes, dtypes and weak types of the flattened arguments."""
     avals = [jax.typeof(leaf) for leaf in leaves]
@@ -86,9 +102,11 @@ def signature(leaves: list[Any]) -> str:
 class ProgramCache:
     """Exported programs in `directory`, for one run's configuration (see the module)."""
 
-    def __init__(self, directory: Path, config: Any):
+    def __init__(self, directory: Path, config: Any, functions: tuple[Callable, ...]):
+        """`functions`: the trainer's own (init, chunk, evaluate), for `function_origin`."""
         self.directory = directory / FOLDER
-        self.context = environment_key() + config_key(config)
+        self.context = "|".join([environment_key(), config_key(config),
+                                 *map(function_origin, functions)])
 
     def jit(self, name: str, function: Callable) -> Callable:
         """Like `jax.jit(function)`, but the lowered program is loaded from (or saved to)

@@ -153,13 +153,16 @@ def chunk_rows(sums: dict[str, np.ndarray], n_iter: int, info: dict[str, Any],
 class Compiled:
     """The jitted entry points of a Trainer, vmapped over runs (keys and hyperparameters)."""
 
-    def __init__(self, trainer: Trainer, programs: ProgramCache | None = None):
-        """With `programs` (single device only), the traced programs come from that cache."""
+    def __init__(self, trainer: Trainer, cache_dir: Path | None = None):
+        """With `cache_dir` (single device only), the traced programs are kept there
+        (`jaxvaco.programs.ProgramCache`)."""
         sharding = distributed.runs_sharding(trainer.config)  # runs over devices, or None
         single_device = sharding is None and distributed.env_axis(trainer.config) is None
+        programs = None if cache_dir is None or not single_device else ProgramCache(
+            cache_dir, trainer.config, (trainer.init, trainer.train_chunk, trainer.evaluate))
 
         def jit(name: str, function: Any, **options: Any) -> Any:
-            if programs is not None and single_device:
+            if programs is not None:
                 return programs.jit(name, function)
             return jax.jit(function, **options)
 
@@ -400,10 +403,10 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
     config, grid, run_dir, store = open_run(config, grid, control, resume, allow_changes)
     try:
         runs, keys, hp = expand_runs(config, grid)
-        programs = None if cache_dir is None else ProgramCache(cache_dir, config)
         write_json(run_dir / "runs.json", {"grid": grid_as_json(grid), "runs": runs})
-        session = Session(config, run_dir, runs, hp, Compiled(make_train(config), programs), store,
-                          control, started=started, watch=watch)
+        compiled = Compiled(make_train(config), cache_dir)
+        session = Session(config, run_dir, runs, hp, compiled, store, control,
+                          started=started, watch=watch)
         state, loop, rows = session.start(keys, resume is not None)
         already_complete = loop.iteration >= config.num_iterations
         watch.add("setup", started)

@@ -198,3 +198,29 @@ def test_program_key_ignores_host_only_fields_and_follows_the_rest(tmp_path):
     assert config_key(moved) == config_key(config)
     assert config_key(dataclasses.replace(config, num_envs=16)) != config_key(config)
     assert config_key(dataclasses.replace(config, gamma=0.9)) != config_key(config)
+
+
+def test_a_trainer_built_elsewhere_never_gets_jaxvacos_cached_programs(tmp_path, monkeypatch):
+    """A test's poisoned chunk (or a user's own stage) with the same config must not load
+    the clean program the first run cached."""
+    import jax.numpy as jnp
+
+    from jaxvaco import runner
+    from jaxvaco.runner import NonFiniteError
+
+    control = RunControl(compilation_cache=str(tmp_path / "cache"))
+    run(tiny(tmp_path, "clean"), control=control)
+    make_train = runner.make_train
+
+    def poisoned(config):
+        trainer = make_train(config)
+
+        def train_chunk(state, hp, n):
+            state, sums = trainer.train_chunk(state, hp, n)
+            return state.replace(params=jax.tree.map(lambda p: p * jnp.nan, state.params)), sums
+
+        return trainer._replace(train_chunk=train_chunk)
+
+    monkeypatch.setattr(runner, "make_train", poisoned)
+    with pytest.raises(NonFiniteError):
+        run(tiny(tmp_path, "poisoned"), control=control)
