@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -88,6 +89,8 @@ def run_group(algo: str, env: str, shape: tuple[int, int], configs: list[dict],
     run_dir = args.out / "runs" / config.run_name
     result = run(config, grid=grid, resume=run_dir if (run_dir / "config.json").exists()
                  else None)
+    if result.stop_signal:  # interrupted: the checkpoint is saved, the rows are incomplete
+        sys.exit(128 + result.stop_signal)
     rows = variant_rows(result.rows, env, algo, label)
     for row, source in zip(rows, result.rows, strict=True):  # run = (config, K) × seeds
         row["variant"] = f"{algo} #{configs[source['run'] // args.seeds // len(LAGS)]['config']}"
@@ -122,7 +125,7 @@ def main() -> None:
     args = parse_with_retries(parser, "experiments.tune")
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / "tuning.csv"
-    configs = {algo: sample_configs(algo, args.configs) for algo in args.algos}
+    configs = {algo: sample_configs(algo, args.configs) for algo in ALGOS}  # ranks all in the CSV
     if not args.summary_only:
         for env in args.envs:
             for algo in args.algos:
