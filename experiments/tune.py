@@ -9,6 +9,12 @@ ones) at K ∈ {0, 8} (`uniform` lag over 4 groups) with `--seeds` seeds, and ra
 IQM of the normalised final greedy return over envs, K and seeds. Configurations sharing
 (E, M) are one compiled program: the other values are vmapped hyperparameters.
 
+Successive halving, the same for every algorithm (decided on 2026-12-03 before any
+Breakout-MinAtar tuning result existed, because Breakout costs about 10× the CPU of the
+other two): on Breakout-MinAtar each algorithm runs only its `--keep` (default 8) best
+configurations by the ranking on CartPole-v1 and Acrobot-v1, and the chosen configuration
+is the best of those survivors by the IQM over all three environments.
+
     python -m experiments.tune                       # all algorithms (hours of CPU)
     python -m experiments.tune --algos ppo vaco --configs 8 --seeds 2 --steps 100000
     python -m experiments.tune --summary-only
@@ -20,9 +26,11 @@ ranking.md and chosen.json (the frozen configuration of every algorithm).
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +48,8 @@ LAGS = (0, 8)
 BASE = TrainConfig(num_envs=16, num_steps=128, anneal_lr=True,
                    lag=LagConfig(mode="uniform", num_groups=4, max_delay=max(LAGS)),
                    eval=EvalConfig(every_chunks=0, num_episodes=16), progress=False)
+HALVING_ENVS = ("CartPole-v1", "Acrobot-v1")
+"""Where every configuration runs; the others get each algorithm's `--keep` best."""
 KNOBS = {"ppo": ("clip_coef", 0.1, 0.3), "spo": ("clip_coef", 0.1, 0.3),
          "ppo_kl": ("target_kl", 0.003, 0.03), "vaco": ("delta", 0.05, 0.4)}
 
@@ -94,21 +104,40 @@ def run_group(algo: str, env: str, shape: tuple[int, int], configs: list[dict],
     rows = variant_rows(result.rows, env, algo, label)
     for row, source in zip(rows, result.rows, strict=True):  # run = (config, K) × seeds
         row["variant"] = f"{algo} #{configs[source['run'] // args.seeds // len(LAGS)]['config']}"
-    append_rows(csv_path, rows)
-    with open(done_path, "a") as f:
-        f.write(f"{env},{label}\n")
+    with open(csv_path.with_suffix(".lock"), "w") as lock:  # two tuners may share the CSV
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        append_rows(csv_path, rows)
+        with open(done_path, "a") as f:
+            f.write(f"{env},{label}\n")
 
 
-def ranking(csv_path: Path) -> dict[str, list[tuple[float, int]]]:
-    """algo -> [(IQM of normalised final greedy return, config index)], best first."""
-    pooled = defaultdict(list)
-    for (env, variant, _, _), row in last_evaluated(read_rows(csv_path), "variant").items():
-        pooled[variant].append(float(normalize_score(env, float(row["eval_greedy"]))))
+def ranking(csv_path: Path, envs: Sequence[str] | None = None
+            ) -> dict[str, list[tuple[float, int]]]:
+    """algo -> [(IQM of normalised final greedy return, config index)], best first, over
+    the runs on `envs` (default: every env in the CSV). A configuration is ranked only if
+    it ran on all of them (after successive halving: the survivors)."""
+    last = last_evaluated(read_rows(csv_path), "variant")
+    envs = set(envs) if envs else {env for env, *_ in last}
+    pooled, seen = defaultdict(list), defaultdict(set)
+    for (env, variant, _, _), row in last.items():
+        if env in envs:
+            pooled[variant].append(float(normalize_score(env, float(row["eval_greedy"]))))
+            seen[variant].add(env)
     out = defaultdict(list)
     for variant, scores in pooled.items():
-        algo, index = variant.split(" #")
-        out[algo].append((iqm(np.array(scores)), int(index)))
+        if seen[variant] == envs:
+            algo, index = variant.split(" #")
+            out[algo].append((iqm(np.array(scores)), int(index)))
     return {algo: sorted(entries, reverse=True) for algo, entries in out.items()}
+
+
+def survivors(algo: str, configs: list[dict], csv_path: Path, keep: int) -> list[dict]:
+    """The `keep` best of `configs` by the ranking on HALVING_ENVS (successive halving)."""
+    ranked = ranking(csv_path, HALVING_ENVS).get(algo, [])
+    if len(ranked) < len(configs):
+        sys.exit(f"tune: {algo} has {len(ranked)} of {len(configs)} configurations on "
+                 f"{', '.join(HALVING_ENVS)}; tune those envs first (halving ranks on them).")
+    return [configs[index] for _, index in ranked[:keep]]
 
 
 def main() -> None:
@@ -120,6 +149,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="env steps per run (default: per env)")
     parser.add_argument("--ppo-critic", default="learner", choices=("behaviour", "learner"),
                         help="critic of the tuned PPO-clip baseline (the stronger one)")
+    parser.add_argument("--keep", type=int, default=8,
+                        help="configurations per algorithm on envs beyond HALVING_ENVS")
     parser.add_argument("--summary-only", action="store_true")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parse_with_retries(parser, "experiments.tune")
@@ -130,7 +161,9 @@ def main() -> None:
         for env in args.envs:
             for algo in args.algos:
                 overrides = {"ppo.critic": args.ppo_critic} if algo == "ppo" else {}
-                for shape, group in by_shape(configs[algo]).items():
+                candidates = configs[algo] if env in HALVING_ENVS else survivors(
+                    algo, configs[algo], csv_path, args.keep)
+                for shape, group in by_shape(candidates).items():
                     run_group(algo, env, shape, group, args, overrides, csv_path)
     ranked = ranking(csv_path)
     chosen = {algo: configs[algo][entries[0][1]] for algo, entries in ranked.items()}

@@ -38,3 +38,25 @@ def test_tuned_variants_give_ppo_both_critics_and_map_knobs_to_config_fields():
         for path in overrides:
             group, _, field = path.rpartition(".")
             assert hasattr(getattr(config, group) if group else config, field), path
+
+
+def test_tuning_ranks_survivors_on_every_env_and_halving_keeps_the_best(tmp_path):
+    """Successive halving (experiments/tune.py): the `keep` best by the ranking on the
+    halving envs go on; the final ranking counts only configurations run on every env."""
+    from experiments import tune
+    from jaxvaco.results import FIELDS, append_rows
+
+    def row(env, config, value):
+        return {**dict.fromkeys(FIELDS, ""), "env": env, "algo": "ppo", "K": 0, "seed": 0,
+                "step": 100, "variant": f"ppo #{config}", "eval_greedy": value}
+
+    csv_path = tmp_path / "tuning.csv"
+    greedy = {0: 100.0, 1: 500.0, 2: 300.0}  # CartPole-v1 returns of configs 0..2
+    append_rows(csv_path, [row(env, c, v if env == "CartPole-v1" else -100.0 - c)
+                           for c, v in greedy.items() for env in tune.HALVING_ENVS])
+    configs = [{"config": c} for c in greedy]
+    assert [c["config"] for c in tune.survivors("ppo", configs, csv_path, 2)] == [1, 2]
+    append_rows(csv_path, [row("Breakout-MinAtar", 2, 50.0)])  # only config 2 ran there
+    assert [index for _, index in tune.ranking(csv_path)["ppo"]] == [2]
+    with pytest.raises(SystemExit, match="tune those envs first"):
+        tune.survivors("ppo", configs + [{"config": 3}], csv_path, 2)
