@@ -108,9 +108,9 @@ def startup(record: dict) -> str:
     m, r = v["medians"], v["ratios"]
     verdict = {name: f"{wording} ({'met' if met else 'missed'})"
                for name, wording, met in startup_targets(v)}
-    load = f"load average {v['load']['start']:g}"
+    load = f"load average {v['load']['start']:.1f}"
     if v["load"].get("end") is not None:
-        load += f" at the start, {v['load']['end']:g} at the end"
+        load += f" at the start, {v['load']['end']:.1f} at the end"
     inside = v["reference_inside"]
     rows = [[f"run ({entry['date'].removesuffix(' UTC')}, {load}, {v['cpus']} CPUs, median "
              f"of {v['repeats']})", "median wall", "ratio", "target"],
