@@ -5,6 +5,7 @@
     python -m experiments.check_claims --max-minutes 10  # skip claims estimated above 10 min
     python -m experiments.check_claims --only default-16-seeds throughput-ref
     python -m experiments.check_claims --only default-16-seeds --record   # re-record
+    python -m experiments.check_claims --only startup --record --render   # and the README
 
 Prints one line per claim (claim, recorded, now, verdict), writes the same table to
 experiments/results/check_claims.md (check_claims_fast.md with --fast; --out to change)
@@ -12,7 +13,8 @@ and exits with 1 when a claim failed, or when the README's generated tables are 
 the recorded claims give (`python -m experiments.render_readme` rewrites them).
 
 With --record, each claim that was measured becomes the recorded value, with the current
-commit (marked "+dirty" when the working tree has uncommitted changes) and date.
+commit (marked "+dirty" when the working tree has uncommitted changes) and date; with
+--render too, the README's generated tables are then rewritten from the new record.
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip claims whose estimated cost is above this")
     parser.add_argument("--record", action="store_true",
                         help="store what was measured as the recorded values")
+    parser.add_argument("--render", action="store_true",
+                        help="then rewrite the README's generated tables from the record")
     parser.add_argument("--out", type=Path, help="where the markdown output goes")
     args = parser.parse_args(argv)
 
@@ -122,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
                                       "command": claim.command}
     if measured:  # merged into the file as it is now (another check may have recorded too)
         registry.save_record({**registry.load_record(), **measured})
+    if args.render:
+        text, _ = render_readme.render(render_readme.README.read_text(), registry.load_record())
+        render_readme.README.write_text(text)
     problems = render_readme.out_of_sync(registry.load_record())
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     sync = "in sync with claims.json" if not problems else \

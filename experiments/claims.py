@@ -15,8 +15,9 @@ Kinds of claim and their tolerance rules:
   stated criterion itself (e.g. >= 15 of 16 seeds with greedy return >= 475).
 * statistical: a learning result stated as a mean; the new mean must lie inside the
   recorded 95% confidence interval (or, for a rerun sweep, in most cells: see the claim).
-* speed: a throughput ratio; the new ratio must lie within a band around the recorded one
-  (CPU timings on a shared machine are noisy, so speed claims are never `fast`).
+* speed: a throughput ratio, or a whole-process wall-time ratio against the reference
+  (`startup`); the new ratio must lie within a band around the recorded one (CPU timings
+  on a shared machine are noisy, so speed claims are never `fast`).
 
 `minutes` is a rough cost on the 2-core development CPU; `check_claims --max-minutes`
 skips the claims above it and says so in its output.
@@ -257,6 +258,82 @@ def measure_throughput(which: str) -> Callable[[Context], dict]:
     return measure
 
 
+# --------------------------------------------------------------------- start-up claim
+
+STARTUP = "python experiments/startup.py --repeats 3 --default-job"
+STARTUP_DEFAULT = "jaxvaco train (defaults), warm"
+STARTUP_RATIOS = ("jaxvaco cold", "jaxvaco warm", STARTUP_DEFAULT)
+STARTUP_TARGETS = (  # (median, what the target is on, bound, the README's wording)
+    ("jaxvaco cold", "ratio", 1.2, "≥ 1.2"),
+    ("jaxvaco warm", "ratio", 1.8, "≥ 1.8"),
+    (STARTUP_DEFAULT, "seconds", 8.0, "< 8 s on an idle CPU"),
+)
+
+
+def startup_value(result: dict) -> dict:
+    """The record of a start-up measurement from `experiments/startup.py --json`'s output:
+    medians and ratios (reference / jaxvaco), the reference's own compile and train
+    seconds, the load average (1 min) at the start and the end, and the breakdown of the
+    last cold and warm jaxvaco run."""
+    def r2(x: float) -> float:
+        return round(float(x), 2)
+
+    reference = result["reference"]
+    return {
+        "repeats": result["repeats"], "total": int(result["total"]), "cpus": result["cpus"],
+        "load": {"start": r2(result["load_start"]), "end": r2(result["load_end"])},
+        "medians": {name: r2(v) for name, v in result["medians"].items()},
+        "ratios": {name: r2(result["ratios"][name]) for name in STARTUP_RATIOS
+                   if name in result["ratios"]},
+        "reference_inside": {k: round(float(np.median([r[k] for r in reference])), 1)
+                             for k in ("compile", "train")},
+        "breakdown": {mode: {k: r2(v) for k, v in phases.items()}
+                      for mode, phases in result["breakdown"].items()},
+        "programs": {mode: [c["programs"], c["cache_hits"]]
+                     for mode, c in result["compile"].items()},
+    }
+
+
+def startup_targets(value: dict) -> list[tuple[str, str, bool]]:
+    """Each target: (the median it is on, its wording, met?), from the recorded numbers."""
+    out = []
+    for name, on, bound, wording in STARTUP_TARGETS:
+        if on == "ratio":
+            met = value["ratios"][name] >= bound
+        else:
+            met = value["medians"][name] < bound
+        out.append((name, wording, met))
+    return out
+
+
+def measure_startup(ctx: Context) -> dict:
+    out = ctx.tmp / "startup.json"
+    run_command([ctx.python, *STARTUP.split()[1:], "--json", str(out)], ctx, "startup.log")
+    return startup_value(json.loads(out.read_text()))
+
+
+def startup_band(low: float, high: float) -> Callable[[dict, dict], tuple[bool, str]]:
+    """Every ratio (reference / jaxvaco: cold, warm, default job warm) within low–high× of
+    its recorded value: the whole process is timed against the reference run alternately,
+    so the ratios, not the seconds, carry over between machines and loads."""
+    def compare(recorded: dict, now: dict) -> tuple[bool, str]:
+        notes, ok = [], True
+        for name in STARTUP_RATIOS:
+            if name not in recorded["ratios"]:
+                continue
+            r = now["ratios"][name] / recorded["ratios"][name]
+            ok &= low <= r <= high
+            notes.append(f"{name.removeprefix('jaxvaco ')} {r:.2f}")
+        return ok, f"now / recorded: {', '.join(notes)} (band {low}–{high})"
+    return compare
+
+
+def show_startup(value: dict) -> str:
+    m, r = value["medians"], value["ratios"]
+    return (f"cold {r['jaxvaco cold']:.2f}, warm {r['jaxvaco warm']:.2f}; defaults "
+            f"{m[STARTUP_DEFAULT]:.1f} s; load {value['load']['start']}")
+
+
 # ------------------------------------------------------------ tables from committed data
 
 
@@ -481,6 +558,11 @@ CLAIMS = [
           "python experiments/throughput.py --devices 4 --total 2e5 --repeats 2", "speed",
           "ratio within 0.8–1.25× of the recorded one", False, 5,
           measure_throughput("devices"), ratio_band(0.8, 1.25), show_ratio),
+    Claim("startup", "whole process, `jaxvaco train` vs the reference: reference / jaxvaco "
+          "wall time, cold and warm compilation cache, and the default job warm", STARTUP,
+          "speed", "cold, warm and default-job ratios (reference / jaxvaco) each within "
+          "0.8–1.25× of the recorded ones; measure on an idle CPU", False, 5,
+          measure_startup, startup_band(0.8, 1.25), show_startup),
     Claim("vaco-prototype", "VACO prototype reproduction table (mean final greedy return)",
           "python -m experiments.vaco_design --stage prototype --summary-only", "data",
           "recomputed from the committed prototype.csv: identical", True, 0.1,

@@ -99,6 +99,74 @@ def throughput(record: dict) -> str:
     return table(rows)
 
 
+def startup(record: dict) -> str:
+    """The whole-process table: medians, ratios and the targets' verdicts (computed)."""
+    from experiments.claims import STARTUP_DEFAULT, startup_targets
+
+    entry = record["startup"]
+    v = entry["value"]
+    m, r = v["medians"], v["ratios"]
+    verdict = {name: f"{wording} ({'met' if met else 'missed'})"
+               for name, wording, met in startup_targets(v)}
+    load = f"load average {v['load']['start']:.1f}"
+    if v["load"].get("end") is not None:
+        load += f" at the start, {v['load']['end']:.1f} at the end"
+    inside = v["reference_inside"]
+    rows = [[f"run ({entry['date'].removesuffix(' UTC')}, {load}, {v['cpus']} CPUs, median "
+             f"of {v['repeats']})", "median wall", "ratio", "target"],
+            [f"reference, single file (compile {inside['compile']:.1f} s, train "
+             f"{inside['train']:.1f} s inside)", f"{m['reference']:.2f} s", "1.00", ""]]
+    for name, label in (("jaxvaco cold", "`jaxvaco train`, cold cache"),
+                        ("jaxvaco warm", "`jaxvaco train`, warm cache")):
+        rows.append([label, f"{m[name]:.2f} s", f"**{r[name]:.2f}**", verdict[name]])
+    rows.append(["`jaxvaco train` with no options, warm cache", f"{m[STARTUP_DEFAULT]:.2f} s",
+                 "—", verdict[STARTUP_DEFAULT]])
+    return table(rows) + footer(record, ("startup",))
+
+
+STARTUP_PHASES = (  # timings.json phase, README label
+    ("setup", "setup (make_train, init)"), ("train", "training"), ("evaluate", "evaluation"),
+    ("checkpoint", "checkpoints"))
+
+
+def startup_breakdown(record: dict) -> str:
+    """Where the seconds of the last cold and warm jaxvaco run went; a phase with no
+    compiling in either run is one figure, others 'compiling / running'."""
+    v = record["startup"]["value"]
+    cold, warm = v["breakdown"]["cold"], v["breakdown"]["warm"]
+    source = v.get("breakdown_from", "the last cold and warm run of the measurement above")
+    rows = [[f"phase ({source})", "cold", "warm"]]
+
+    def add(label: str, key: str) -> None:
+        if key in cold and key in warm:
+            rows.append([label, f"{cold[key]:.2f} s", f"{warm[key]:.2f} s"])
+
+    add("start-up (interpreter, imports, CLI)", "start-up (interpreter, imports, CLI)")
+    for phase, label in STARTUP_PHASES:
+        comp, run = f"{phase}: compiling", f"{phase}: running"
+        if comp not in cold or comp not in warm:
+            continue
+        if cold[comp] or warm[comp]:
+            rows.append([f"{label}: compiling / running",
+                         *(f"{b[comp]:.2f} / {b[run]:.2f} s" for b in (cold, warm))])
+        else:
+            rows.append([label, *(f"{b[comp] + b[run]:.2f} s" for b in (cold, warm))])
+    add("other host work (files, summary)", "other host work (files, summary)")
+    add("exit", "exit (summary table, shutdown)")
+    rows.append(["**total**", f"**{cold['total']:.1f} s**", f"**{warm['total']:.1f} s**"])
+    programs = v.get("programs")
+    note = ""
+    if programs:
+        (n_cold, hits_cold), (n_warm, hits_warm) = programs["cold"], programs["warm"]
+        note = (f"\n\nCompiled programs: cold {n_cold} ({hits_cold} from the compilation "
+                f"cache), warm {n_warm} ({hits_warm} from the cache).")
+    if "breakdown_from" in v:  # a record whose measurement kept no breakdown of its own
+        return table(rows) + note + "\n\n<sub>Generated from `experiments/results/claims." \
+            f"json` (`startup`, its breakdown: {v['breakdown_from']}; the next measurement " \
+            "replaces it); checked by `python -m experiments.check_claims`.</sub>"
+    return table(rows) + note + footer(record, ("startup",))
+
+
 PROTOTYPE = (  # README label, variant in prototype.csv, the spec's prototype (K = 0 / 4 / 16)
     ("`ppo` (anchor β, GAE from recorded values)", "ppo", "487 / 463 / 500"),
     ("`ppo`, anchor β, V-trace advantages", "ppo behaviour-anchor vtrace", "— / 283–312 / —"),
@@ -168,7 +236,7 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "learning": learning, "default-sweep": default_sweep, "throughput": throughput,
     "vaco-prototype": vaco_prototype, "vaco-grid": vaco_grid, "lag-sweep-tables": lag_sweep_tables,
     "lag-sweep-aggregate": lag_sweep_aggregate, "ablation": ablation, "sync-sweep": sync_sweep,
-    "llm-lag": llm_lag,
+    "llm-lag": llm_lag, "startup": startup, "startup-breakdown": startup_breakdown,
 }
 
 

@@ -10,6 +10,14 @@ and reports medians and ratios (shared CPUs are noisy: the ratio is the result):
     python experiments/startup.py --repeats 5 --json startup.json
     python experiments/startup.py --default-job         # also `jaxvaco train` as shipped
 
+The README's start-up tables are the `startup` claim (experiments/claims.py), which runs
+this script with `--repeats 3 --default-job --json` and records medians, ratios, the load
+average at the start and the end, and the breakdown in experiments/results/claims.json;
+re-measure (on an idle CPU) and re-render with
+
+    python -m experiments.check_claims --only startup --record --render \\
+        --out experiments/results/check_claims_startup.md
+
 - cold: `jaxvaco train` with a fresh, empty compilation cache directory every run;
 - warm: `jaxvaco train` with a cache filled by an earlier identical run (not timed);
 - reference: the reference as a user runs it (`--repeats 1`: one training run; JAX's
@@ -92,6 +100,16 @@ class Bench:
                 "train": float(figures["run_sec_best"])}
 
 
+def git_commit() -> str:
+    """The checked-out commit (short), "+dirty" when tracked files have uncommitted changes."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=Path(__file__).resolve().parents[1],
+                              capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return commit + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def breakdown(run: dict) -> dict[str, float]:
     """Where the seconds of one jaxvaco run went (see the module docstring)."""
     t = run["timings"]
@@ -127,13 +145,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="also time the reference with JAX's persistent cache on (warm)")
     parser.add_argument("--default-job", action="store_true",
                         help="also time `jaxvaco train` with its defaults, warm cache")
-    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--json", type=Path,
+                        help="also write the results here (with the date, commit and load)")
     args = parser.parse_args(argv)
     if not args.reference.exists():
         sys.exit(f"reference script not found at {args.reference}; pass --reference PATH")
-    print(f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.1f}; {args.repeats} repeats, {args.total:.0f} env steps",
-          flush=True)
+    date, load_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.getloadavg()[0]
+    print(f"{date}, {os.cpu_count()} CPUs, load average {load_start:.1f}; {args.repeats} "
+          f"repeats, {args.total:.0f} env steps", flush=True)
     with tempfile.TemporaryDirectory(prefix="jaxvaco-startup-") as tmp:
         work = Path(tmp)
         bench = Bench(args, work)
@@ -163,6 +182,7 @@ def main(argv: list[str] | None = None) -> None:
                     bench.jaxvaco(warm_cache, job=[])["seconds"])
             print(f"  repeat {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()),
                   flush=True)
+    load_end = os.getloadavg()[0]
     medians = {name: statistics.median(values) for name, values in times.items()}
     ref = medians["reference"]
     print(f"\nwhole process, median of {args.repeats} (ratio = reference / this: > 1 is faster)")
@@ -171,11 +191,15 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  reference itself: compile {statistics.median(r['compile'] for r in ref_runs):.2f} s,"
           f" train {statistics.median(r['train'] for r in ref_runs):.2f} s")
     print("  targets: cold >= 1.2, warm >= 1.8; jaxvaco train (defaults) warm < 8 s (idle CPU)")
+    print(f"  load average (1 min) at the start {load_start:.1f}, at the end {load_end:.1f}")
     print_breakdown("breakdown of the last cold jaxvaco run", runs["cold"])
     print_breakdown("breakdown of the last warm jaxvaco run", runs["warm"])
     if args.json:
         args.json.write_text(json.dumps({
-            "times": times, "medians": medians,
+            "date": date, "commit": git_commit(), "cpus": os.cpu_count(),
+            "load_start": load_start, "load_end": load_end, "repeats": args.repeats,
+            "total": args.total, "default_job": args.default_job, "times": times,
+            "medians": medians,
             "ratios": {name: ref / value for name, value in medians.items()},
             "reference": ref_runs,
             "breakdown": {mode: breakdown(run) for mode, run in runs.items()},

@@ -83,3 +83,108 @@ def test_render_replaces_only_between_markers(record):
     assert new.startswith("before\n<!-- claims:sync-sweep -->\n| S |")
     assert new.endswith("\n<!-- /claims:sync-sweep -->\nafter\n")
     assert "old table" not in new and "sync-sweep" not in missing
+
+
+STARTUP_VALUE = {
+    "repeats": 3, "total": 1_000_000, "cpus": 2, "load": {"start": 0.4, "end": 0.6},
+    "medians": {"reference": 12.0, "jaxvaco cold": 9.5, "jaxvaco warm": 6.0,
+                "jaxvaco train (defaults), warm": 7.9},
+    "ratios": {"jaxvaco cold": 1.26, "jaxvaco warm": 2.0, "jaxvaco train (defaults), warm": 1.52},
+    "reference_inside": {"compile": 4.0, "train": 5.0},
+    "breakdown": {mode: {"start-up (interpreter, imports, CLI)": 1.5, "setup: compiling": c,
+                         "setup: running": 0.2, "train: compiling": c, "train: running": 3.0,
+                         "checkpoint: compiling": 0.0, "checkpoint: running": 0.1,
+                         "exit (summary table, shutdown)": 0.1, "total": t}
+                  for mode, c, t in (("cold", 2.0, 9.5), ("warm", 0.5, 6.0))},
+    "programs": {"cold": [12, 0], "warm": [12, 12]},
+}
+
+
+def startup_record(value: dict) -> dict:
+    return {"startup": {"value": value, "commit": "abc1234", "date": "2026-12-04 10:00 UTC",
+                        "command": claims.STARTUP}}
+
+
+def with_(value: dict, **changes: dict) -> dict:
+    """A copy of a start-up value with some of its medians / ratios replaced."""
+    out = {**value}
+    for key, update in changes.items():
+        out[key] = {**value[key], **update}
+    return out
+
+
+def test_startup_targets_are_computed_from_the_figures():
+    assert [met for _, _, met in claims.startup_targets(STARTUP_VALUE)] == [True, True, True]
+    missed = with_(STARTUP_VALUE, ratios={"jaxvaco cold": 1.19, "jaxvaco warm": 1.8},
+                   medians={"jaxvaco train (defaults), warm": 8.0})
+    assert [met for _, _, met in claims.startup_targets(missed)] == [False, True, False]
+
+
+def test_startup_table_renders_the_verdicts():
+    text = render_readme.startup(startup_record(STARTUP_VALUE))
+    rows = claims.table_rows(text.split("\n\n")[0])
+    assert rows[0][0].startswith("run (2026-12-04 10:00, load average 0.4 at the start, 0.6 "
+                                 "at the end")
+    by_label = {row[0]: row[1:] for row in rows[1:]}
+    assert by_label["`jaxvaco train`, cold cache"] == ["9.50 s", "**1.26**", "≥ 1.2 (met)"]
+    assert by_label["`jaxvaco train` with no options, warm cache"][2] == \
+        "< 8 s on an idle CPU (met)"
+    slow = with_(STARTUP_VALUE, ratios={"jaxvaco warm": 1.61},
+                 medians={"jaxvaco train (defaults), warm": 10.0}, load={"end": None})
+    text = render_readme.startup(startup_record(slow))
+    assert "≥ 1.8 (missed)" in text and "< 8 s on an idle CPU (missed)" in text
+    assert "load average 0.4," in text and "at the end" not in text
+    assert "`abc1234` (2026-12-04)" in text
+
+
+def test_startup_breakdown_table():
+    text = render_readme.startup_breakdown(startup_record(STARTUP_VALUE))
+    rows = {row[0]: row[1:] for row in claims.table_rows(text.split("\n\n")[0])}
+    assert rows["training: compiling / running"] == ["2.00 / 3.00 s", "0.50 / 3.00 s"]
+    assert rows["checkpoints"] == ["0.10 s", "0.10 s"]  # nothing compiled: one figure
+    assert rows["**total**"] == ["**9.5 s**", "**6.0 s**"]
+    assert "evaluation: compiling / running" not in rows  # a phase the run did not have
+    assert "cold 12 (0 from the compilation cache)" in text and "`abc1234`" in text
+    earlier = {**STARTUP_VALUE, "breakdown_from": "an earlier run"}
+    text = render_readme.startup_breakdown(startup_record(earlier))
+    assert "phase (an earlier run)" in text and "`abc1234`" not in text
+
+
+def test_startup_rule_is_a_ratio_band_on_every_ratio():
+    rule = claims.startup_band(0.8, 1.25)
+    assert rule(STARTUP_VALUE, STARTUP_VALUE)[0]
+    close = with_(STARTUP_VALUE, ratios={"jaxvaco cold": 1.5},
+                  medians={"reference": 30.0, "jaxvaco cold": 20.0})  # seconds do not count
+    assert rule(STARTUP_VALUE, close)[0]
+    for name in claims.STARTUP_RATIOS:
+        assert not rule(STARTUP_VALUE, with_(STARTUP_VALUE, ratios={
+            name: STARTUP_VALUE["ratios"][name] * 0.75}))[0], name
+
+
+def test_startup_value_from_the_script_output():
+    run = {"start-up (interpreter, imports, CLI)": 1.234, "total": 9.876}
+    result = {"repeats": 1, "total": 7e4, "cpus": 2, "load_start": 0.41, "load_end": 1.234,
+              "medians": {"reference": 10.0, "jaxvaco cold": 8.0, "jaxvaco warm": 4.0,
+                          "jaxvaco train (defaults), warm": 5.0},
+              "ratios": {"reference": 1.0, "jaxvaco cold": 1.25, "jaxvaco warm": 2.5,
+                         "jaxvaco train (defaults), warm": 2.0},
+              "reference": [{"seconds": 10.0, "compile": 4.04, "train": 5.06}],
+              "breakdown": {"cold": run, "warm": run},
+              "compile": {m: {"programs": 12, "cache_hits": h, "seconds": 1.0, "by_program": {}}
+                          for m, h in (("cold", 0), ("warm", 12))}}
+    value = claims.startup_value(result)
+    assert value["load"] == {"start": 0.41, "end": 1.23}
+    assert "reference" not in value["ratios"] and value["ratios"]["jaxvaco warm"] == 2.5
+    assert value["reference_inside"] == {"compile": 4.0, "train": 5.1}
+    assert value["breakdown"]["cold"]["total"] == 9.88
+    assert value["programs"] == {"cold": [12, 0], "warm": [12, 12]}
+    assert claims.startup_targets(value)  # renders: every target has its figure
+    render_readme.startup(startup_record(value))
+    render_readme.startup_breakdown(startup_record(value))
+
+
+def test_startup_claim_is_slow_and_recorded(record):
+    claim = claims.BY_ID["startup"]
+    assert claim.kind == "speed" and not claim.fast and claim.minutes >= 2
+    assert "--default-job" in claim.command
+    assert record["startup"]["command"] == claim.command
