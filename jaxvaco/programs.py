@@ -37,7 +37,9 @@ import inspect
 import os
 import pickle
 import tempfile
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -93,10 +95,19 @@ def function_origin(function: Callable) -> str:
     return f"{name}:{hashlib.sha256(source).hexdigest()}"
 
 
+def _type(leaf: Any) -> Any:
+    """An argument's type: a ShapeDtypeStruct stands for itself, a value has its aval."""
+    return leaf if isinstance(leaf, jax.ShapeDtypeStruct) else jax.typeof(leaf)
+
+
 def signature(leaves: list[Any]) -> str:
     """Shapes, dtypes and weak types of the flattened arguments."""
-    avals = [jax.typeof(leaf) for leaf in leaves]
-    return ";".join(f"{a.str_short()}{'~' if a.weak_type else ''}" for a in avals)
+    types = map(_type, leaves)
+    return ";".join(f"{t.dtype}{list(t.shape)}{'~' if t.weak_type else ''}" for t in types)
+
+
+def struct(aval: Any) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type)
 
 
 class ProgramCache:
@@ -108,24 +119,10 @@ class ProgramCache:
         self.context = "|".join([environment_key(), config_key(config),
                                  *map(function_origin, functions)])
 
-    def jit(self, name: str, function: Callable) -> Callable:
+    def jit(self, name: str, function: Callable) -> Program:
         """Like `jax.jit(function)`, but the lowered program is loaded from (or saved to)
         the cache on the first call for each argument signature."""
-        jitted = jax.jit(function)
-        loaded: dict[str, Any] = {}
-
-        def call(*args):
-            leaves, in_tree = jax.tree.flatten(args)
-            key = hashlib.sha256(f"{self.context}|{name}|{in_tree}|{signature(leaves)}"
-                                 .encode()).hexdigest()
-            if key not in loaded:
-                loaded[key] = self._load(key) or self._export(key, function, in_tree, leaves)
-            if loaded[key] is None:
-                return jitted(*args)
-            exported, out_tree = loaded[key]
-            return jax.tree.unflatten(out_tree, exported.call(*leaves))
-
-        return call
+        return Program(self, name, function)
 
     def _load(self, key: str) -> tuple[Any, Any] | None:
         path = self.directory / key
@@ -146,9 +143,7 @@ class ProgramCache:
             return out_leaves
 
         try:
-            exported = jax.export.export(jax.jit(flat))(*[
-                jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
-                for a in map(jax.typeof, leaves)])
+            exported = jax.export.export(jax.jit(flat))(*[struct(_type(x)) for x in leaves])
             serialized = exported.serialize()
         except Exception:  # noqa: BLE001 - the jit path traces again and raises what is wrong
             return None
@@ -166,3 +161,60 @@ class ProgramCache:
             os.replace(tmp.name, self.directory / key)
         except OSError:
             pass
+
+
+class Program:
+    """One cached function (`ProgramCache.jit`), called like `jax.jit(function)`.
+
+    `compile_ahead(*args)` (arrays or ShapeDtypeStructs) loads or traces the program for
+    those argument types now and hands XLA's compilation to a background thread, so that
+    the programs of a run compile side by side, and beside tracing and training, instead
+    of one after another; a later call with those types waits for it. Either way the
+    executable is that of `jax.jit(exported.call)`, so the numbers are the same."""
+
+    def __init__(self, cache: ProgramCache, name: str, function: Callable):
+        self.cache, self.name, self.function = cache, name, function
+        self.jitted = jax.jit(function)
+        self.found: dict[str, tuple[Callable, Any, Any] | None] = {}
+        self.ahead: dict[str, Future] = {}
+
+    def _lookup(self, args: tuple) -> tuple[str, list[Any], tuple[Callable, Any, Any] | None]:
+        """(key, flat arguments, (jitted exported call, output tree, output avals) or None)."""
+        leaves, in_tree = jax.tree.flatten(args)
+        key = hashlib.sha256(f"{self.cache.context}|{self.name}|{in_tree}|{signature(leaves)}"
+                             .encode()).hexdigest()
+        if key not in self.found:
+            found = (self.cache._load(key) or
+                     self.cache._export(key, self.function, in_tree, leaves))
+            self.found[key] = None if found is None else (
+                jax.jit(found[0].call), found[1], found[0].out_avals)
+        return key, leaves, self.found[key]
+
+    def __call__(self, *args: Any) -> Any:
+        key, leaves, found = self._lookup(args)
+        if found is None:
+            return self.jitted(*args)
+        run, out_tree, _ = found
+        traced = any(isinstance(leaf, jax.core.Tracer) for leaf in leaves)
+        executable = self.ahead[key].result() if key in self.ahead and not traced else None
+        return jax.tree.unflatten(out_tree, (executable or run)(*leaves))
+
+    def compile_ahead(self, *args: Any) -> Any:
+        """Start compiling for these argument types; the output's ShapeDtypeStructs (None
+        when the program is not cached: the call then takes the jit path)."""
+        key, leaves, found = self._lookup(args)
+        if found is None:
+            return None
+        run, out_tree, out_avals = found
+        if key not in self.ahead:
+            lowered, future = run.lower(*leaves), Future()
+
+            def work() -> None:
+                try:
+                    future.set_result(lowered.compile())
+                except Exception:  # noqa: BLE001 - the call compiles again and raises there
+                    future.set_result(None)
+
+            threading.Thread(target=work, name=f"compile-{self.name}", daemon=True).start()
+            self.ahead[key] = future
+        return jax.tree.unflatten(out_tree, [struct(a) for a in out_avals])

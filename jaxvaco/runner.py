@@ -174,6 +174,19 @@ class Compiled:
         self.chunk = jit("chunk", jax.vmap(trainer.train_chunk, in_axes=(0, 0, None)))
         self.evaluate = jit("evaluate", jax.vmap(trainer.evaluate, in_axes=(0, 0, None)))
         self.finite = jit("finite", jax.vmap(all_finite))
+        self.programs = programs
+
+    def compile_ahead(self, keys: jax.Array, hp: Hyperparams) -> TrainState | None:
+        """With the program cache: start compiling all four programs now, side by side
+        (`jaxvaco.programs.Program.compile_ahead`), and return the state's
+        ShapeDtypeStructs; without it, None (jit compiles each on its first call)."""
+        state = None if self.programs is None else self.init.compile_ahead(keys, hp)
+        if state is None:
+            return None
+        self.chunk.compile_ahead(state, hp, jnp.int32(1))
+        self.evaluate.compile_ahead(state, keys, True)
+        self.finite.compile_ahead(state.params)
+        return state
 
 
 def evaluate_policy(compiled: Compiled, state: TrainState, iteration: int, runs: list[dict]
@@ -285,8 +298,10 @@ class Session:
     def start(self, keys: jax.Array, resume: bool) -> tuple[TrainState, LoopState, list[dict]]:
         """The newest checkpoint's state when resuming and there is one, else a fresh one."""
         restored = None
+        state_type = self.compiled.compile_ahead(keys, self.hp)
         if resume and self.store is not None:
-            restored = self.store.restore(jax.eval_shape(self.compiled.init, keys, self.hp))
+            restored = self.store.restore(state_type or jax.eval_shape(self.compiled.init,
+                                                                        keys, self.hp))
         if restored is None:
             if resume:
                 warnings.warn(f"No checkpoint in {self.run_dir}: starting from the beginning.",
