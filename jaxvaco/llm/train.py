@@ -148,6 +148,20 @@ RL_CHOICES = {"algo": ("grpo", "vaco"), "grpo_anchor": ("behaviour", "learner"),
               "lag_mode": ("fixed", "uniform", "spread")}
 
 
+LAG_VARIANTS = {
+    "grpo β": {"algo": "grpo", "grpo_anchor": "behaviour"},
+    "grpo π_T": {"algo": "grpo", "grpo_anchor": "learner"},
+    "vaco β": {"algo": "vaco", "vaco_anchor": "behaviour"},
+    "vaco π_T": {"algo": "vaco", "vaco_anchor": "learner", "vaco_weight": "truncated"},
+    "none (IS gradient)": {"algo": "vaco", "vaco_anchor": "behaviour", "vaco_filter": "none"},
+}
+"""The objectives of issue 15's lag comparison, as RLConfig changes: GRPO's clip on β or
+on π_T (decoupled, weighted once by min(ρ̄, π_T/β)), token-level VACO's filter on each
+anchor (π_T with the same weight), and the critic-free equivalent of the fair study's
+constraint-off ablation: VACO's objective with no filter on β, −mean_v(π_θ/β·Â), the plain
+importance-weighted policy gradient (with "vaco β": the constraint on / off)."""
+
+
 class Rollout(NamedTuple):
     completions: Completions
     rewards: jax.Array  # [B]
