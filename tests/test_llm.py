@@ -470,3 +470,51 @@ def test_group_minibatches_keep_groups_whole(prompts, group, epochs, minibatches
 def test_rl_config_rejects_a_bad_choice_by_name(change, field):
     with pytest.raises(ConfigError, match=f"RLConfig.{field}"):
         RLConfig(**change)
+
+
+def test_llm_lag_stage_preset_summary_and_resume_rows(tmp_path):
+    """experiments/llm_lag.py without training: the working preset (explicit flags win),
+    the variants' RLConfigs, the summary's t-intervals from rows read back from the CSV."""
+    from scipy import stats
+
+    from experiments import llm_lag
+    from jaxvaco.results import read_rows, write_rows
+
+    args = llm_lag.parse_args(["--stage", "working", "--seeds", "8", "--variants", "grpo-pit",
+                               "none"])
+    assert (args.seeds, args.epochs, args.warm_start_steps, args.learning_rate) == (8, 2, 1800,
+                                                                                     1e-4)
+    assert args.variants == ["grpo π_T", "none (IS gradient)"] and args.ks == [0, 2, 4, 8]
+    assert llm_lag.rl_config(args, "grpo π_T").grpo_anchor == "learner"
+    assert llm_lag.rl_config(args, "none (IS gradient)").vaco_filter == "none"
+    default = llm_lag.parse_args([])  # the README table's settings
+    assert default.variants == ["grpo", "vaco"] and default.epochs == 1
+    assert llm_lag.rl_config(default, "vaco") == dataclasses.replace(
+        RLConfig(), algo="vaco", learning_rate=5e-5, num_prompts=8, group_size=8,
+        minibatches=4, max_delay=8)
+
+    rng = np.random.default_rng(0)
+    rows = [{"method": m, "algo": m.split()[0], "K": k, "seed": s, "step": step,
+             "acc": rng.random(), "sampled_acc": rng.random(),
+             **{c: rng.random() for c in llm_lag.LEVEL_COLUMNS + llm_lag.METRICS},
+             "grpo/clipped_fraction": 0.1 if m.startswith("grpo") else None,
+             "vaco/filtered_fraction": None if m.startswith("grpo") else 0.2,
+             "fraction": 0.1 if m.startswith("grpo") else 0.2}
+            for m in ("grpo π_T", "vaco β") for k in (0, 8) for s in range(3) for step in (5, 10)]
+    write_rows(tmp_path / "curves.csv", rows)
+    back = [llm_lag.parse_row(r) for r in read_rows(tmp_path / "curves.csv")]
+    assert back[0]["vaco/filtered_fraction"] is None and back[0]["K"] == 0
+    summary = llm_lag.summarize(back, 0.5, 0.4)
+    assert [(s["method"], s["K"]) for s in summary] == [
+        ("grpo π_T", 0), ("grpo π_T", 8), ("vaco β", 0), ("vaco β", 8)]
+    final = np.array([r["sampled_acc"] for r in rows
+                      if r["method"] == "vaco β" and r["K"] == 8 and r["step"] == 10])
+    half = stats.t.ppf(0.975, 2) * final.std(ddof=1) / np.sqrt(3)
+    np.testing.assert_allclose([summary[3]["sampled_acc"], summary[3]["sampled_ci95"],
+                                summary[3]["sampled_gain"]],
+                               [final.mean(), half, final.mean() - 0.4], rtol=1e-6)
+    assert (summary[0]["fraction"], summary[2]["fraction"]) == pytest.approx((0.1, 0.2))
+    table = llm_lag.markdown(summary, np.array([0.5, 0.5, 0.5]), 0.4, 10)
+    assert "| vaco β | 8 |" in table and "| sampled accuracy | K = 0 | K = 8 |" in table
+    llm_lag.plot(back, summary, 0.5, tmp_path / "llm_lag.png", 0.4)
+    assert (tmp_path / "llm_lag.png").stat().st_size > 0
