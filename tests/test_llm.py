@@ -151,17 +151,17 @@ def np_aggregate(x, valid, how):
     return sum(row[v].sum() for row, v in zip(x, valid, strict=True)) / x.size  # "constant"
 
 
-def np_grpo(logp, logp_b, adv, valid, eps, agg="token"):
+def np_grpo(logp, logp_b, adv, valid, eps, agg="token", w=None):
     r = np.exp(logp - logp_b)
-    a = np.broadcast_to(adv[:, None], r.shape)
+    a = np.broadcast_to(adv[:, None], r.shape) * (1.0 if w is None else w)
     s = np.minimum(r * a, np.clip(r, 1 - eps, 1 + eps) * a)
     clipped = (np.abs(r - 1) > eps) & (a * (r - 1) > 0)
     return -np_aggregate(s, valid, agg), clipped[valid].mean()
 
 
-def np_vaco(logp, logp_anchor, adv, valid, delta, kind, agg="token"):
+def np_vaco(logp, logp_anchor, adv, valid, delta, kind, agg="token", w=None):
     r = np.exp(logp - logp_anchor)
-    a = np.broadcast_to(adv[:, None], r.shape)
+    a = np.broadcast_to(adv[:, None], r.shape) * (1.0 if w is None else w)
     tv = 0.5 * np.abs(r - 1)
     exceeded = {"batch": tv[valid].mean() >= delta, "sample": tv >= delta, "none": False}[kind]
     m = ~(exceeded & (a * (r - 1) > 0))
@@ -240,6 +240,77 @@ def test_vaco_loss_matches_numpy(kind, seed, spread):
     np.testing.assert_allclose(frac, ref_frac, rtol=1e-6)
     if kind == "batch":  # the batch test fires or not with the spread, as the data decide
         assert (frac > 0) == (0.5 * np.abs(np.exp(logp - logp_t) - 1)[valid].mean() >= 0.2)
+
+
+def np_is_weight(logp_t, logp_b, rho_bar):
+    return np.minimum(rho_bar, np.exp(logp_t - logp_b))
+
+
+@pytest.mark.parametrize("rho_bar", [1.0, 2.0])
+@pytest.mark.parametrize("seed, spread", [(0, 0.05), (1, 0.5), (2, 1.0)])
+def test_grpo_learner_anchor_loss_matches_numpy(seed, spread, rho_bar):
+    """Decoupled clip: r = π_θ/π_T, each token's Â weighted once by min(ρ̄, π_T/β)."""
+    logp, logp_b, rewards, valid = random_batch(seed, spread)
+    logp_t = (logp_b + np.random.default_rng(seed + 10).normal(0, spread, logp.shape)
+              ).astype(np.float32)
+    adv = np_group_advantages(rewards, 3)
+    w = np_is_weight(logp_t, logp_b, rho_bar)
+    weights = losses.is_weight(jnp.asarray(logp_t), jnp.asarray(logp_b), rho_bar)
+    np.testing.assert_allclose(weights, w, rtol=1e-6)
+    if spread >= 0.5:  # both sides of the truncation
+        assert (w < rho_bar).any() and (w == rho_bar).any()
+    for agg in ("token", "sequence"):
+        loss, frac = losses.grpo_policy_loss(*map(jnp.asarray, (logp, logp_t, adv, valid)),
+                                             0.2, agg, weights)
+        ref_loss, ref_frac = np_grpo(logp, logp_t, adv, valid, 0.2, agg, w)
+        np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(frac, ref_frac, rtol=1e-6)
+    for kind in ("batch", "sample", "none"):
+        loss, frac = losses.vaco_policy_loss(*map(jnp.asarray, (logp, logp_t, adv, valid)),
+                                             0.2, kind, "token", weights)
+        ref_loss, ref_frac = np_vaco(logp, logp_t, adv, valid, 0.2, kind, "token", w)
+        np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(frac, ref_frac, rtol=1e-6)
+
+
+def test_learner_anchor_gradient_is_weighted_policy_gradient():
+    """At θ = π_T, ∇L = −mean_v(w·Â·∇log π_θ), w = min(1, π_T/β); with π_T = β (K = 0,
+    one update) it is GRPO's."""
+    logp_t, logp_b, rewards, valid = random_batch(6, 0.5)
+    adv, valid_j = jnp.asarray(np_group_advantages(rewards, 3)), jnp.asarray(valid)
+    lt, lb = jnp.asarray(logp_t), jnp.asarray(logp_b)
+    grad = jax.grad(lambda lp: losses.grpo_policy_loss(
+        lp, lt, adv, valid_j, 0.2, weights=losses.is_weight(lt, lb, 1.0))[0])(lt)
+    w = np_is_weight(logp_t, logp_b, 1.0)
+    expected = -np.where(valid, w * np.asarray(adv)[:, None], 0.0) / valid.sum()
+    np.testing.assert_allclose(grad, expected, rtol=1e-5, atol=1e-9)
+    same = jax.grad(lambda lp: losses.grpo_policy_loss(
+        lp, lb, adv, valid_j, 0.2, weights=losses.is_weight(lb, lb, 1.0))[0])(lb)
+    plain = jax.grad(lambda lp: losses.grpo_policy_loss(lp, lb, adv, valid_j, 0.2)[0])(lb)
+    np.testing.assert_allclose(same, plain, rtol=1e-6)
+
+
+@pytest.mark.parametrize("changes, anchor, weighted", [
+    ({}, "behaviour", False),
+    ({"grpo_anchor": "learner"}, "learner", True),
+    ({"algo": "vaco"}, "learner", False),  # VACO's default: π_T without the weight
+    ({"algo": "vaco", "vaco_weight": "truncated"}, "learner", True),
+    ({"algo": "vaco", "vaco_anchor": "behaviour", "vaco_weight": "truncated"}, "behaviour",
+     False)])
+def test_rl_anchor_picks_the_configured_anchor(changes, anchor, weighted):
+    from jaxvaco.llm.model import Completions
+    from jaxvaco.llm.train import Rollout, rl_anchor
+
+    logp_t, logp_b, rewards, valid = random_batch(7, 0.5)
+    tokens = jnp.zeros((6, 10), jnp.int32)
+    mb = Rollout(Completions(tokens, jnp.asarray(logp_b), jnp.asarray(valid)),
+                 jnp.asarray(rewards), jnp.asarray(rewards), jnp.asarray(logp_t),
+                 jnp.zeros_like(logp_t))
+    got, weights = rl_anchor(mb, RLConfig(**changes))
+    np.testing.assert_array_equal(got, logp_t if anchor == "learner" else logp_b)
+    assert (weights is not None) == weighted
+    if weighted:
+        np.testing.assert_allclose(weights, np_is_weight(logp_t, logp_b, 1.0), rtol=1e-6)
 
 
 def test_vaco_gradient_at_anchor_is_policy_gradient():
@@ -394,7 +465,56 @@ def test_group_minibatches_keep_groups_whole(prompts, group, epochs, minibatches
 @pytest.mark.parametrize("change, field", [
     ({"vaco_anchor": "behavior"}, "vaco_anchor"), ({"algo": "ppo"}, "algo"),
     ({"loss_agg": "mean"}, "loss_agg"), ({"minibatches": 3}, "minibatches"),
-    ({"group_size": 0}, "group_size")])
+    ({"group_size": 0}, "group_size"), ({"grpo_anchor": "learners"}, "grpo_anchor"),
+    ({"vaco_weight": "full"}, "vaco_weight"), ({"rho_bar": 0.0}, "rho_bar")])
 def test_rl_config_rejects_a_bad_choice_by_name(change, field):
     with pytest.raises(ConfigError, match=f"RLConfig.{field}"):
         RLConfig(**change)
+
+
+def test_llm_lag_stage_preset_summary_and_resume_rows(tmp_path):
+    """experiments/llm_lag.py without training: the working preset (explicit flags win),
+    the variants' RLConfigs, the summary's t-intervals from rows read back from the CSV."""
+    from scipy import stats
+
+    from experiments import llm_lag
+    from jaxvaco.results import read_rows, write_rows
+
+    args = llm_lag.parse_args(["--stage", "working", "--seeds", "8", "--variants", "grpo-pit",
+                               "none"])
+    assert (args.seeds, args.epochs, args.warm_start_steps, args.learning_rate) == (8, 2, 1800,
+                                                                                     1e-4)
+    assert args.variants == ["grpo π_T", "none (IS gradient)"] and args.ks == [0, 2, 4, 8]
+    assert llm_lag.rl_config(args, "grpo π_T").grpo_anchor == "learner"
+    assert llm_lag.rl_config(args, "none (IS gradient)").vaco_filter == "none"
+    default = llm_lag.parse_args([])  # the README table's settings
+    assert default.variants == ["grpo", "vaco"] and default.epochs == 1
+    assert llm_lag.rl_config(default, "vaco") == dataclasses.replace(
+        RLConfig(), algo="vaco", learning_rate=5e-5, num_prompts=8, group_size=8,
+        minibatches=4, max_delay=8)
+
+    rng = np.random.default_rng(0)
+    rows = [{"method": m, "algo": m.split()[0], "K": k, "seed": s, "step": step,
+             "acc": rng.random(), "sampled_acc": rng.random(),
+             **{c: rng.random() for c in llm_lag.LEVEL_COLUMNS + llm_lag.METRICS},
+             "grpo/clipped_fraction": 0.1 if m.startswith("grpo") else None,
+             "vaco/filtered_fraction": None if m.startswith("grpo") else 0.2,
+             "fraction": 0.1 if m.startswith("grpo") else 0.2}
+            for m in ("grpo π_T", "vaco β") for k in (0, 8) for s in range(3) for step in (5, 10)]
+    write_rows(tmp_path / "curves.csv", rows)
+    back = [llm_lag.parse_row(r) for r in read_rows(tmp_path / "curves.csv")]
+    assert back[0]["vaco/filtered_fraction"] is None and back[0]["K"] == 0
+    summary = llm_lag.summarize(back, 0.5, 0.4)
+    assert [(s["method"], s["K"]) for s in summary] == [
+        ("grpo π_T", 0), ("grpo π_T", 8), ("vaco β", 0), ("vaco β", 8)]
+    final = np.array([r["sampled_acc"] for r in rows
+                      if r["method"] == "vaco β" and r["K"] == 8 and r["step"] == 10])
+    half = stats.t.ppf(0.975, 2) * final.std(ddof=1) / np.sqrt(3)
+    np.testing.assert_allclose([summary[3]["sampled_acc"], summary[3]["sampled_ci95"],
+                                summary[3]["sampled_gain"]],
+                               [final.mean(), half, final.mean() - 0.4], rtol=1e-6)
+    assert (summary[0]["fraction"], summary[2]["fraction"]) == pytest.approx((0.1, 0.2))
+    table = llm_lag.markdown(summary, np.array([0.5, 0.5, 0.5]), 0.4, 10)
+    assert "| vaco β | 8 |" in table and "| sampled accuracy | K = 0 | K = 8 |" in table
+    llm_lag.plot(back, summary, 0.5, tmp_path / "llm_lag.png", 0.4)
+    assert (tmp_path / "llm_lag.png").stat().st_size > 0

@@ -34,7 +34,10 @@ RECORDED = json.loads(llm_fingerprint.PATH.read_text())
 SPELLING = {("vaco_anchor", "behavior"): "behaviour"}
 # 6756f9f: loss options added with the recorded code's behaviour as their value (pinned
 # here, not left to the defaults, which d1f877e showed can change).
-OLD_BEHAVIOUR = {"adv_scale": "std", "loss_agg": "token", "warmup_updates": 0}
+OLD_BEHAVIOUR = {"adv_scale": "std", "loss_agg": "token", "warmup_updates": 0,
+                 # issue 15: the anchor-π_T options; the recorded code had GRPO on β and
+                 # VACO's π_T anchor without the importance weight.
+                 "grpo_anchor": "behaviour", "vaco_weight": "none", "rho_bar": 1.0}
 # 6756f9f: metrics the recorded code did not have.
 ADDED = {"groups/mixed", "entropy"}
 # Slow: the shared warm start alone takes ~9 s on two CPU cores (compiling 60 SFT steps),

@@ -59,7 +59,7 @@ def executions(request) -> dict[str, Future]:
 
 
 def test_notebooks_exist_and_hold_no_outputs():
-    assert {p.stem for p in NOTEBOOKS} >= {"quickstart", "lag_sweep", "brax", "anatomy"}
+    assert {p.stem for p in NOTEBOOKS} >= {"quickstart", "lag_sweep", "brax", "anatomy", "llm_lag"}
     for path in NOTEBOOKS:
         notebook = nbformat.read(path, as_version=4)
         nbformat.validate(notebook)

@@ -20,7 +20,13 @@ import jax
 import jax.numpy as jnp
 
 from jaxvaco.algos.vaco import tv_filter_mask
-from jaxvaco.primitives import clipped_surrogate, half_abs_deviation, k3, masked_mean
+from jaxvaco.primitives import (
+    clipped_surrogate,
+    half_abs_deviation,
+    k3,
+    masked_mean,
+    truncated_importance_weight,
+)
 
 AGGREGATIONS = ("token", "sequence", "constant")
 
@@ -65,27 +71,49 @@ def aggregate(x: jax.Array, valid: jax.Array, how: str = "token") -> jax.Array:
     raise ValueError(f"unknown loss aggregation {how!r}")
 
 
-def grpo_policy_loss(logp: jax.Array, logp_behaviour: jax.Array, advantages: jax.Array,
-                     valid: jax.Array, clip_eps: float,
-                     agg: str = "token") -> tuple[jax.Array, jax.Array]:
-    """GRPO's clipped surrogate on the token ratio to the generating policy β:
+def token_advantages(advantages: jax.Array, shape: tuple[int, ...],
+                     weights: jax.Array | None = None) -> jax.Array:
+    """Each completion's Â [B] on its tokens [B, T−1], times the per-token importance
+    weights w ≥ 0 when given (`is_weight`): w·Â, the weighted advantage."""
+    adv = jnp.broadcast_to(advantages[:, None], shape)
+    return adv if weights is None else adv * jax.lax.stop_gradient(weights)
 
-        r_t = π_θ(y_t)/β(y_t),   L = −mean_v(min(r_t·Â, clip(r_t, 1−ε, 1+ε)·Â))
 
-    with the completion's Â on each of its tokens (mean_v, or `aggregate(·, agg)`).
+def is_weight(logp_learner: jax.Array, logp_behaviour: jax.Array,
+              rho_bar: float) -> jax.Array:
+    """w_t = min(ρ̄, π_T(y_t)/β(y_t)) per token: the truncated importance weight that a
+    π_T-anchored objective applies once, after group normalisation, so that its gradient
+    at θ = π_T is the policy gradient of π_T from β's completions [paper: decoupled PPO,
+    Hilton et al. 2021; per token, ours]. [B, T−1]"""
+    return truncated_importance_weight(logp_learner - logp_behaviour, rho_bar)
+
+
+def grpo_policy_loss(logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Array,
+                     valid: jax.Array, clip_eps: float, agg: str = "token",
+                     weights: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    """GRPO's clipped surrogate on the token ratio to an anchor:
+
+        r_t = π_θ(y_t)/anchor(y_t),   L = −mean_v(min(r_t·A_t, clip(r_t, 1−ε, 1+ε)·A_t))
+
+    with A_t = Â, the completion's advantage on each of its tokens, or A_t = w_t·Â with
+    `weights` (mean_v, or `aggregate(·, agg)`). Anchor β (GRPO), no weights; or anchor π_T
+    with w_t = min(ρ̄, π_T/β) (`is_weight`): decoupled clip [paper: Hilton et al. 2021],
+    w·min(r·Â, clip(r)·Â) = min(r·wÂ, clip(r)·wÂ) for w ≥ 0, as the RL trainer's anchor-π_T
+    PPO (`Algorithm.importance_weight`, "after_normalization").
     Returns (L, clip fraction): the share of valid tokens whose gradient the clip removes.
     """
     chex.assert_rank([logp, advantages], [2, 1])
-    chex.assert_equal_shape([logp, logp_behaviour, valid])
-    adv = jnp.broadcast_to(advantages[:, None], logp.shape)
-    per_token, clipped = clipped_surrogate(logp, logp_behaviour, adv, clip_eps)
+    chex.assert_equal_shape([logp, logp_anchor, valid])
+    adv = token_advantages(advantages, logp.shape, weights)
+    per_token, clipped = clipped_surrogate(logp, logp_anchor, adv, clip_eps)
     return aggregate(per_token, valid, agg), masked_mean(clipped, valid)
 
 
 def token_filter_mask(log_ratio: jax.Array, advantages: jax.Array, valid: jax.Array,
                       delta: float, kind: str) -> jax.Array:
     """VACO's filter (spec §3.1) per token: m_t = 0 where the token's gradient would push
-    TV beyond δ. [B, T−1] bool, False at invalid tokens.
+    TV beyond δ. [B, T−1] bool, False at invalid tokens. `advantages` per completion [B]
+    or per token [B, T−1].
 
     `jaxvaco.algos.vaco.tv_filter_mask` averages tv over every entry it is given; the
     invalid tokens get log-ratio 0 (tv 0), so its "batch" test D_all ≥ δ·n_valid/n_all is
@@ -93,19 +121,21 @@ def token_filter_mask(log_ratio: jax.Array, advantages: jax.Array, valid: jax.Ar
     """
     log_ratio = jnp.where(valid, log_ratio, 0.0)
     threshold = delta * valid.mean() if kind == "batch" else delta
-    adv = jnp.broadcast_to(advantages[:, None], log_ratio.shape)
+    adv = (jnp.broadcast_to(advantages[:, None], log_ratio.shape) if advantages.ndim == 1
+           else advantages)
     return tv_filter_mask(log_ratio, adv, threshold, kind) & valid
 
 
 def vaco_policy_loss(logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Array,
-                     valid: jax.Array, delta: float, kind: str,
-                     agg: str = "token") -> tuple[jax.Array, jax.Array]:
+                     valid: jax.Array, delta: float, kind: str, agg: str = "token",
+                     weights: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
     """Token-level VACO (spec §5) [paper: filter per token with r = π_θ/π_T; form ours]:
 
         r_t = π_θ(y_t)/anchor(y_t)        anchor = π_T (default) or β
+        A_t = Â, or w_t·Â with `weights` (anchor π_T: w_t = min(ρ̄, π_T/β), `is_weight`)
         tv_t = ½·|r_t − 1|,   D = mean_v(tv_t)   (the minibatch's TV estimate)
-        m_t = 0 if D ≥ δ and Â·(r_t − 1) > 0, else 1   ("batch"; "sample": tv_t ≥ δ)
-        L = −mean_v(sg(m_t)·r_t·Â)
+        m_t = 0 if D ≥ δ and A_t·(r_t − 1) > 0, else 1   ("batch"; "sample": tv_t ≥ δ)
+        L = −mean_v(sg(m_t)·r_t·A_t)
 
     No clip and no min(); mean_v, or `aggregate(·, agg)`. Returns (L, filter fraction over
     the valid tokens).
@@ -113,8 +143,9 @@ def vaco_policy_loss(logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Ar
     chex.assert_rank([logp, advantages], [2, 1])
     chex.assert_equal_shape([logp, logp_anchor, valid])
     log_ratio = logp - logp_anchor
-    mask = jax.lax.stop_gradient(token_filter_mask(log_ratio, advantages, valid, delta, kind))
-    surrogate = mask * jnp.exp(log_ratio) * advantages[:, None]
+    adv = token_advantages(advantages, logp.shape, weights)
+    mask = jax.lax.stop_gradient(token_filter_mask(log_ratio, adv, valid, delta, kind))
+    surrogate = mask * jnp.exp(log_ratio) * adv
     return -aggregate(surrogate, valid, agg), 1.0 - masked_mean(mask, valid)
 
 

@@ -104,10 +104,18 @@ class RLConfig:
     max_grad_norm: float = 1.0
     temperature: float = 1.0
     clip_eps: float = 0.2  # GRPO
+    # GRPO's anchor: "behaviour" (β, r = π_θ/β, GRPO) or "learner" (π_T, r = π_θ/π_T with
+    # each token's Â weighted once by min(rho_bar, π_T/β): decoupled clip, Hilton et al. 2021)
+    grpo_anchor: str = "behaviour"
     kl_coef: float = 0.0  # GRPO and VACO: c_kl·k3 KL to the warm-start policy (0 = off)
     delta: float = 0.2  # VACO
     vaco_filter: str = "batch"  # "batch" | "sample" | "none"
     vaco_anchor: str = "learner"  # "learner" (π_T) | "behaviour" (β)
+    # With VACO's anchor π_T: "none" (r = π_θ/π_T alone, as until issue 15: its gradient at
+    # θ = π_T is β's completions' gradient uncorrected) or "truncated" (Â weighted once by
+    # min(rho_bar, π_T/β), as GRPO's anchor π_T and the RL trainer's anchor-π_T VACO).
+    vaco_weight: str = "none"
+    rho_bar: float = 1.0  # ρ̄: truncation of the anchor-π_T importance weight
     adv_scale: str = "std"  # "std" (GRPO) | "none" (Dr. GRPO: R − mean_g R)
     loss_agg: str = "token"  # "token" | "sequence" | "constant" (losses.aggregate)
     warmup_updates: int = 0  # linear learning-rate warm-up over this many optimizer updates
@@ -125,15 +133,33 @@ class RLConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"RLConfig.{name} must be >= 1, got {getattr(self, name)}.")
+        if not self.rho_bar > 0:
+            raise ConfigError(f"RLConfig.rho_bar must be > 0, got {self.rho_bar}.")
         if self.num_prompts % self.minibatches:
             raise ConfigError(f"RLConfig.minibatches ({self.minibatches}) must divide "
                               f"num_prompts ({self.num_prompts}): minibatches are whole groups.")
 
 
-RL_CHOICES = {"algo": ("grpo", "vaco"), "vaco_filter": ("batch", "sample", "none"),
-              "vaco_anchor": ("learner", "behaviour"), "adv_scale": ("std", "none"),
+RL_CHOICES = {"algo": ("grpo", "vaco"), "grpo_anchor": ("behaviour", "learner"),
+              "vaco_filter": ("batch", "sample", "none"),
+              "vaco_anchor": ("learner", "behaviour"), "vaco_weight": ("none", "truncated"),
+              "adv_scale": ("std", "none"),
               "loss_agg": ("token", "sequence", "constant"),
               "lag_mode": ("fixed", "uniform", "spread")}
+
+
+LAG_VARIANTS = {
+    "grpo β": {"algo": "grpo", "grpo_anchor": "behaviour"},
+    "grpo π_T": {"algo": "grpo", "grpo_anchor": "learner"},
+    "vaco β": {"algo": "vaco", "vaco_anchor": "behaviour"},
+    "vaco π_T": {"algo": "vaco", "vaco_anchor": "learner", "vaco_weight": "truncated"},
+    "none (IS gradient)": {"algo": "vaco", "vaco_anchor": "behaviour", "vaco_filter": "none"},
+}
+"""The objectives of issue 15's lag comparison, as RLConfig changes: GRPO's clip on β or
+on π_T (decoupled, weighted once by min(ρ̄, π_T/β)), token-level VACO's filter on each
+anchor (π_T with the same weight), and the critic-free equivalent of the fair study's
+constraint-off ablation: VACO's objective with no filter on β, −mean_v(π_θ/β·Â), the plain
+importance-weighted policy gradient (with "vaco β": the constraint on / off)."""
 
 
 class Rollout(NamedTuple):
@@ -195,20 +221,35 @@ def generate(model: Transformer, config: RLConfig, behaviour_params: Any, key: j
     return Rollout(out, rewards, advantages, logp_of(params, out.tokens), logp_ref)
 
 
+def rl_anchor(mb: Rollout, config: RLConfig) -> tuple[jax.Array, jax.Array | None]:
+    """(log of the ratio's denominator, per-token importance weights or None) of
+    config.algo: β without weights, or π_T with w = min(ρ̄, π_T/β) where the config asks
+    for it (`grpo_anchor = "learner"`; VACO's `vaco_anchor = "learner"` with
+    `vaco_weight = "truncated"`)."""
+    c = mb.completions
+    anchor = config.grpo_anchor if config.algo == "grpo" else config.vaco_anchor
+    if anchor == "behaviour":
+        return c.logp, None
+    if config.algo == "vaco" and config.vaco_weight == "none":
+        return mb.logp_learner, None
+    return mb.logp_learner, losses.is_weight(mb.logp_learner, c.logp, config.rho_bar)
+
+
 def rl_loss(params: Any, mb: Rollout, model: Transformer,
             config: RLConfig) -> tuple[jax.Array, jax.Array]:
-    """GRPO's clipped surrogate or VACO's filtered one (config.algo), plus c_kl·k3 KL to the
-    reference when kl_coef > 0. Returns (loss, clip or filter fraction)."""
+    """GRPO's clipped surrogate or VACO's filtered one (config.algo) on the anchor of
+    `rl_anchor`, plus c_kl·k3 KL to the reference when kl_coef > 0. Returns (loss, clip or
+    filter fraction)."""
     c = mb.completions
     logp = token_logp(model, params, c.tokens, config.temperature)
+    anchor, weights = rl_anchor(mb, config)
     if config.algo == "grpo":
-        loss, fraction = losses.grpo_policy_loss(logp, c.logp, mb.advantages, c.generated,
-                                                 config.clip_eps, config.loss_agg)
+        loss, fraction = losses.grpo_policy_loss(logp, anchor, mb.advantages, c.generated,
+                                                 config.clip_eps, config.loss_agg, weights)
     else:
-        anchor = mb.logp_learner if config.vaco_anchor == "learner" else c.logp
         loss, fraction = losses.vaco_policy_loss(logp, anchor, mb.advantages, c.generated,
                                                  config.delta, config.vaco_filter,
-                                                 config.loss_agg)
+                                                 config.loss_agg, weights)
     if config.kl_coef > 0:
         loss = loss + config.kl_coef * losses.k3_kl(logp, mb.logp_ref, c.generated)
     return loss, fraction
