@@ -225,3 +225,21 @@ def test_a_trainer_built_elsewhere_never_gets_jaxvacos_cached_programs(tmp_path,
     monkeypatch.setattr(runner, "make_train", poisoned)
     with pytest.raises(NonFiniteError):
         run(tiny(tmp_path, "poisoned"), control=control)
+
+
+def test_program_compiled_ahead_matches_jit_and_other_signatures_still_work(tmp_path):
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxvaco.programs import ProgramCache
+
+    def f(x):
+        return {"y": jnp.sin(x) * 2.0, "total": jnp.sum(x)}
+
+    program = ProgramCache(tmp_path, tiny(tmp_path, "p"), (f,)).jit("f", f)
+    out_type = program.compile_ahead(jax.ShapeDtypeStruct((3,), jnp.float32))
+    assert out_type["y"].shape == (3,) and out_type["total"].shape == ()
+    for x in (jnp.arange(3.0), jnp.arange(4.0)):  # the compiled-ahead types, then others
+        for name, value in program(x).items():
+            np.testing.assert_array_equal(value, jax.jit(f)(x)[name])
+    assert jax.eval_shape(program, jnp.arange(3.0))["y"].shape == (3,)  # under a trace
