@@ -104,6 +104,7 @@ def fair_study_runs(variants: dict[str, dict]) -> dict[tuple[str, str], TrainCon
     brax = {"normalize_obs": True, "reward_scale": 0.1}
     return {(env, name): old_config(base, env, {
         **overrides, **(brax if env in BRAX_ENV_NAMES else {}), "num_seeds": 16,
+        "seed": 100,  # changed on purpose after the port: fresh seeds, not tuning's 0..3
         "total_timesteps": steps}, (0, 2, 4, 8, 16))
         for env, steps in envs.items() for name, overrides in variants.items()}
 
