@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxvaco.analysis.plots import mean_ci, new_figure, palette_colors, save_figure, style_axes
+from jaxvaco.analysis.plots import mean_ci, new_figure, palette_colors, save_panels, style_axes
 from jaxvaco.analysis.stats import normalize_score
 from jaxvaco.analysis.tables import (
     ALGO,
@@ -118,9 +118,8 @@ def plot_return_vs_lag(
         ax.set_title(str(env))
         ax.set_ylabel(f"final {'normalised ' if normalize else ''}{metric}")
         style_axes(ax)
-    axes[0].legend(fontsize="small", frameon=False)
-    fig.suptitle(f"Final {metric} vs policy lag (mean, {round(confidence * 100)}% CI)")
-    return save_figure(fig, out_dir, stem)
+    title = f"Final {metric} vs policy lag (mean, {round(confidence * 100)}% CI)"
+    return save_panels(fig, axes, title, out_dir, stem)
 
 
 def plot_tv_vs_lag(
@@ -171,6 +170,5 @@ def plot_tv_vs_lag(
             ax.set_title(f"{env}: {m}")
             ax.set_ylabel(f"{m} ({reduce} over training)" if reduce == "mean" else f"final {m}")
             style_axes(ax)
-    axes[0].legend(fontsize="small", frameon=False)
-    fig.suptitle(f"Policy divergence vs lag (mean over seeds, {round(confidence * 100)}% CI)")
-    return save_figure(fig, out_dir, stem)
+    title = f"Policy divergence vs lag (mean over seeds, {round(confidence * 100)}% CI)"
+    return save_panels(fig, axes, title, out_dir, stem)

@@ -86,6 +86,14 @@ def save_figure(fig, out_dir: str | Path, stem: str) -> list[Path]:
     return paths
 
 
+def save_panels(fig, axes, title: str, out_dir: str | Path, stem: str) -> list[Path]:
+    """A figure of panels that share one legend: the legend in the first panel, the title
+    above them all, then `save_figure`."""
+    axes[0].legend(fontsize="small", frameon=False)
+    fig.suptitle(title)
+    return save_figure(fig, out_dir, stem)
+
+
 def mean_ci(values: np.ndarray, reps: int, confidence: float, seed: int | None):
     """Mean over axis 0 (NaN-aware) with a bootstrap CI over rows; values ``[runs, ...]``."""
     x = np.asarray(values, dtype=np.float64)
@@ -158,9 +166,8 @@ def plot_learning_curves(
         ylabel = f"normalised {metric}" if normalize else metric
         ax.set_ylabel(f"mean {ylabel}")
         style_axes(ax)
-    axes[0].legend(fontsize="small", frameon=False)
-    fig.suptitle(f"Learning curves (mean, {round(confidence * 100)}% bootstrap CI)")
-    return save_figure(fig, out_dir, stem)
+    title = f"Learning curves (mean, {round(confidence * 100)}% bootstrap CI)"
+    return save_panels(fig, axes, title, out_dir, stem)
 
 
 def plot_aggregate_intervals(
