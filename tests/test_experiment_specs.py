@@ -13,23 +13,13 @@ import tomllib
 import pytest
 
 from experiments import ablation, fair_study, lag_sweep, vaco_design
-from experiments.common import experiment_spec, run_spec
+from experiments.common import experiment_spec, replace_nested, run_spec
 from jaxvaco.config import ALGOS, ConfigError, EvalConfig, LagConfig, TrainConfig
 from jaxvaco.envs import BRAX_ENV_NAMES
 from jaxvaco.results import FIELDS, read_rows
 from jaxvaco.sweep import cell_setup, cells, load_sweep_file
 
 # ------------------------------------------------- the scripts' configurations at 6deee9f
-
-
-def replace_nested(config: TrainConfig, **overrides) -> TrainConfig:
-    flat = {k: v for k, v in overrides.items() if "." not in k}
-    for key, value in overrides.items():
-        if "." in key:
-            group, field = key.split(".")
-            current = flat.get(group, getattr(config, group))
-            flat[group] = dataclasses.replace(current, **{field: value})
-    return dataclasses.replace(config, **flat)
 
 
 def old_config(base: TrainConfig, env: str, overrides: dict, lags) -> TrainConfig:
