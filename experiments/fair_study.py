@@ -25,7 +25,8 @@ Writes experiments/results/fair_study/: study.csv (tidy, resumable per (env, var
 final.csv (final greedy and training return per run), summary.md (per-environment tables
 of both returns, mean [95% CI]; IQM of the normalised score per K with stratified-bootstrap
 CIs, development and held-out apart; the probability that VACO improves on each baseline
-per K) and {greedy,training}_return_vs_lag.{png,pdf}.
+per K), {greedy,training}_return_vs_lag.{png,pdf} and learning_curves_K{0,16}.{png,pdf}
+(training return against env steps, one panel per environment).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
-from jaxvaco.analysis import lag_plots, stats
+from jaxvaco.analysis import lag_plots, plots, stats
 from jaxvaco.results import last_evaluated, read_rows, write_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "fair_study"
@@ -92,22 +93,40 @@ def mean_ci(values: np.ndarray, decimals: int) -> str:
     return f"{point:.{decimals}f} [{lo:.{decimals}f}, {hi:.{decimals}f}]"
 
 
-def env_tables(final: list[dict]) -> list[str]:
-    """One table per environment and return kind: variants × K, mean [95% CI] over seeds."""
-    lines = []
-    for env in dict.fromkeys(r["env"] for r in final):
-        rows = [r for r in final if r["env"] == env]
-        decimals = 1 if max(abs(r["greedy"]) for r in rows) < 50 else 0
-        for kind in ("greedy", "training"):
-            lines += [f"\n**{env}**, final {kind} return, mean [95% CI] over seeds\n",
-                      "| variant | " + " | ".join(f"K={k}" for k in LAGS) + " |",
-                      "|---|" + "---|" * len(LAGS)]
-            for variant in dict.fromkeys(r["variant"] for r in rows):
-                cells = [np.array([r[kind] for r in rows if (r["variant"], r["K"]) ==
-                                   (variant, k)]) for k in LAGS]
-                lines.append(f"| {variant} | " + " | ".join(
-                    mean_ci(c, decimals) if len(c) else "—" for c in cells) + " |")
-    return lines
+def cell_values(final: list[dict], env: str, variant: str, k: int, kind: str) -> np.ndarray:
+    """One (env, variant, K)'s final `kind` return over seeds."""
+    return np.array([r[kind] for r in final if (r["env"], r["variant"], r["K"]) ==
+                     (env, variant, k)])
+
+
+def decimals_for(final: list[dict], env: str) -> int:
+    return 1 if max(abs(r["greedy"]) for r in final if r["env"] == env) < 50 else 0
+
+
+def variants_of(final: list[dict], envs: list[str]) -> list[str]:
+    return list(dict.fromkeys(r["variant"] for r in final if r["env"] in envs))
+
+
+def env_rows(final: list[dict], env: str, kind: str) -> list[list[str]]:
+    """Table rows of one environment and return kind: variant × K, mean [95% CI] over seeds."""
+    decimals = decimals_for(final, env)
+    rows = [["variant"] + [f"K={k}" for k in LAGS]]
+    for variant in variants_of(final, [env]):
+        cells = [cell_values(final, env, variant, k, kind) for k in LAGS]
+        rows.append([variant] + [mean_ci(c, decimals) if len(c) else "—" for c in cells])
+    return rows
+
+
+def env_means_rows(final: list[dict], env: str) -> list[list[str]]:
+    """Compact rows of one environment: variant × K, 'mean greedy / mean training' return."""
+    decimals = decimals_for(final, env)
+    rows = [["variant"] + [f"K={k}" for k in LAGS]]
+    for variant in variants_of(final, [env]):
+        means = [[cell_values(final, env, variant, k, kind) for kind in ("greedy", "training")]
+                 for k in LAGS]
+        rows.append([variant] + [" / ".join(f"{v.mean():.{decimals}f}" for v in pair)
+                                 if len(pair[0]) else "—" for pair in means])
+    return rows
 
 
 def score_matrix(final: list[dict], variant: str, k: int, envs: list[str],
@@ -118,39 +137,65 @@ def score_matrix(final: list[dict], variant: str, k: int, envs: list[str],
     return np.array(columns, dtype=np.float64).T
 
 
-def aggregate_lines(final: list[dict], envs: list[str], title: str) -> list[str]:
-    """IQM of normalised final return per variant and K (both kinds), and P(VACO > variant)."""
-    present = [e for e in envs if any(r["env"] == e for r in final)]
-    if not present:
-        return []
-    variants = list(dict.fromkeys(r["variant"] for r in final if r["env"] in present))
-    lines = [f"\n**{title}** ({', '.join(present)}): IQM of the normalised final return "
-             "[95% stratified-bootstrap CI]; P(VACO > variant) on greedy return\n",
-             "| variant | return | " + " | ".join(f"K={k}" for k in LAGS) + " |",
-             "|---|---|" + "---|" * len(LAGS)]
+def present_envs(final: list[dict], envs: list[str]) -> list[str]:
+    return [e for e in envs if any(r["env"] == e for r in final)]
+
+
+def aggregate_rows(final: list[dict], envs: list[str]) -> list[list[str]]:
+    """Rows: IQM of the normalised final return per variant, return kind and K [95%
+    stratified-bootstrap CI]; then P(VACO > variant) per baseline, kind and K (rliable's
+    probability of improvement, averaged over `envs`)."""
+    present = present_envs(final, envs)
+    variants = variants_of(final, present)
+    rows = [["variant", "return"] + [f"K={k}" for k in LAGS]]
     for variant in variants:
         for kind in ("greedy", "training"):
             scores = {k: score_matrix(final, variant, k, present, kind) for k in LAGS}
             points, cis = stats.stratified_bootstrap_ci(
                 {k: s for k, s in scores.items() if s.size}, {"IQM": stats.iqm})
-            cells = [f"{points[k][0]:.2f} [{cis[k][0, 0]:.2f}, {cis[k][1, 0]:.2f}]"
-                     if k in points else "—" for k in LAGS]
-            lines.append(f"| {variant} | {kind} | " + " | ".join(cells) + " |")
-        if variant != TREATMENT and TREATMENT in variants:
+            rows.append([variant, kind] + [
+                f"{points[k][0]:.2f} [{cis[k][0, 0]:.2f}, {cis[k][1, 0]:.2f}]"
+                if k in points else "—" for k in LAGS])
+    for variant in variants if TREATMENT in variants else []:
+        for kind in ("greedy", "training") if variant != TREATMENT else ():
             cells = []
             for k in LAGS:
-                treated, other = (score_matrix(final, v, k, present, "greedy")
+                treated, other = (score_matrix(final, v, k, present, kind)
                                   for v in (TREATMENT, variant))
                 cells.append(f"{stats.probability_of_improvement(treated, other):.2f}"
                              if treated.size and other.size else "—")
-            lines.append(f"| P(VACO > {variant}) | greedy | " + " | ".join(cells) + " |")
-    return lines
+            rows.append([f"P(VACO > {variant})", kind] + cells)
+    return rows
+
+
+def markdown(rows: list[list[str]]) -> list[str]:
+    return (["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+            + ["| " + " | ".join(row) + " |" for row in rows[1:]])
 
 
 def summary_markdown(final: list[dict]) -> str:
-    return "\n".join(aggregate_lines(final, list(DEV_ENVS), "Development environments")
-                     + aggregate_lines(final, list(HELD_OUT_ENVS), "Held-out environments")
-                     + env_tables(final))
+    """Aggregates (development, held-out), then each environment's two tables."""
+    lines = []
+    for title, envs in (("Development environments", DEV_ENVS),
+                        ("Held-out environments", HELD_OUT_ENVS)):
+        if present := present_envs(final, list(envs)):
+            lines += [f"\n**{title}** ({', '.join(present)}): IQM of the normalised final "
+                      "return [95% stratified-bootstrap CI]; P(VACO > variant)\n"]
+            lines += markdown(aggregate_rows(final, present))
+    for env in dict.fromkeys(r["env"] for r in final):
+        for kind in ("greedy", "training"):
+            lines += [f"\n**{env}**, final {kind} return, mean [95% CI] over seeds\n"]
+            lines += markdown(env_rows(final, env, kind))
+    return "\n".join(lines)
+
+
+def plot_learning_curves(rows: list[dict], out: Path, lags: tuple[int, ...] = (0, 16)) -> None:
+    """learning_curves_K{k}: training return vs env steps per variant, one figure per K."""
+    for k in lags:
+        at_k = [{**r, "algo": r["variant"]} for r in rows if int(r["K"]) == k]
+        if at_k:
+            plots.plot_learning_curves(at_k, out, by_k=False, stem=f"learning_curves_K{k}",
+                                      title=f"Training return at K = {k}")
 
 
 def main() -> None:
@@ -184,6 +229,7 @@ def main() -> None:
     for kind in ("greedy", "training"):
         lag_plots.plot_return_vs_lag([{**r, "algo": r["variant"]} for r in final], args.out,
                                     metric=kind, stem=f"{kind}_return_vs_lag")
+    plot_learning_curves(read_rows(args.out / "study.csv"), args.out)
 
 
 if __name__ == "__main__":

@@ -167,9 +167,10 @@ def sweep_command(argv: list[str]) -> int:
 @dataclasses.dataclass(frozen=True)
 class PlotArgs:
     directory: tyro.conf.Positional[Path]
-    """A sweep directory (with results.csv) or a single run directory (with metrics.jsonl)."""
+    """A sweep directory (with results.csv), a single run directory (with metrics.jsonl), or
+    a tidy CSV (an experiment's table, e.g. experiments/results/fair_study/study.csv)."""
     out: Path | None = None
-    """Where the figures go; default: <directory>/plots."""
+    """Where the figures go; default: <directory>/plots (beside the CSV for a CSV)."""
     metric: str = "return"
     """Column plotted as the return (e.g. eval/greedy_return)."""
 

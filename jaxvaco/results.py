@@ -220,14 +220,17 @@ def read_table(path: Path) -> dict[str, np.ndarray]:
 
 
 def load_results(directory: Path) -> dict[str, np.ndarray]:
-    """The table of a sweep (results.csv) or of a single run (its metrics.jsonl)."""
-    if (directory / "results.csv").exists():
+    """The table of a sweep (results.csv), of a single run (its metrics.jsonl), or a tidy
+    CSV given directly (an experiment's committed table, e.g. fair_study/study.csv)."""
+    if directory.suffix == ".csv" and directory.is_file():
+        path, table = directory, read_table(directory)
+    elif (directory / "results.csv").exists():
         path, table = directory / "results.csv", read_table(directory / "results.csv")
     elif (directory / "metrics.jsonl").exists():
         path, table = directory / "metrics.jsonl", columns_from_rows(tidy_rows(directory))
     else:
-        raise ConfigError(f"{directory} holds neither results.csv (a sweep) nor "
-                          "metrics.jsonl (a run).")
+        raise ConfigError(f"{directory} is not a tidy CSV and holds neither results.csv "
+                          "(a sweep) nor metrics.jsonl (a run).")
     if not table or not len(table[next(iter(table))]):
         raise ConfigError(f"{path} has no rows yet: a run writes its first row after its "
                           "first chunk, a sweep after its first complete cell.")
@@ -246,7 +249,8 @@ def plot_results(directory: Path, out: Path | None = None, metric: str = "return
     table = load_results(Path(directory))
     if "variant" in table:  # a sweep's variants (several may share an algorithm)
         table = {**table, "algo": table["variant"]}
-    out = Path(out) if out else Path(directory) / "plots"
+    directory = Path(directory)
+    out = Path(out) if out else (directory.parent if directory.is_file() else directory) / "plots"
     envs = set(table["env"].tolist())
     normalize = envs <= set(stats.REFERENCE_SCORES)
     if not normalize:

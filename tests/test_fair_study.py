@@ -60,3 +60,57 @@ def test_tuning_ranks_survivors_on_every_env_and_halving_keeps_the_best(tmp_path
     assert [index for _, index in tune.ranking(csv_path)["ppo"]] == [2]
     with pytest.raises(SystemExit, match="tune those envs first"):
         tune.survivors("ppo", configs + [{"config": 3}], csv_path, 2)
+
+
+def synthetic_final(seed: int) -> list[dict]:
+    """A final table of two envs × two variants × the study's K × 5 seeds, random returns."""
+    from experiments.fair_study import LAGS
+
+    rng = np.random.default_rng(seed)
+    scale = {"CartPole-v1": (10.0, 500.0), "Acrobot-v1": (-500.0, -60.0)}
+    return [{"env": env, "variant": variant, "K": k, "seed": s, "step": 1000,
+             "greedy": float(rng.uniform(lo, hi)), "training": float(rng.uniform(lo, hi))}
+            for env, (lo, hi) in scale.items() for variant in ("ppo", "vaco")
+            for k in LAGS for s in range(5)]
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_aggregate_rows_match_rliable(seed):
+    """IQM point estimates and P(VACO > ppo) of the summary equal rliable's on the same
+    [seeds, envs] matrices of normalised scores."""
+    from experiments.fair_study import LAGS, aggregate_rows
+    from jaxvaco.analysis.stats import normalize_score
+
+    final = synthetic_final(seed)
+    envs = ["CartPole-v1", "Acrobot-v1"]
+    rows = {(r[0], r[1]): r[2:] for r in aggregate_rows(final, envs)[1:]}
+
+    def matrix(variant, k, kind):
+        return np.array([[normalize_score(env, r[kind]) for r in final
+                          if (r["env"], r["variant"], r["K"]) == (env, variant, k)]
+                         for env in envs]).T
+
+    for i, k in enumerate(LAGS):
+        for kind in ("greedy", "training"):
+            for variant in ("ppo", "vaco"):
+                point = float(rows[(variant, kind)][i].split(" [")[0])
+                assert point == pytest.approx(
+                    metrics.aggregate_iqm(matrix(variant, k, kind)), abs=0.006)
+            expected = metrics.probability_of_improvement(matrix("vaco", k, kind),
+                                                          matrix("ppo", k, kind))
+            assert float(rows[("P(VACO > ppo)", kind)][i]) == pytest.approx(expected,
+                                                                             abs=0.006)
+
+
+def test_env_means_rows_are_seed_means_of_both_returns():
+    from experiments.fair_study import LAGS, env_means_rows
+
+    final = synthetic_final(0)
+    rows = {r[0]: r[1:] for r in env_means_rows(final, "CartPole-v1")[1:]}
+    for i, k in enumerate(LAGS):
+        for variant in ("ppo", "vaco"):
+            runs = [r for r in final if (r["env"], r["variant"], r["K"]) ==
+                    ("CartPole-v1", variant, k)]
+            greedy, training = (float(x) for x in rows[variant][i].split(" / "))
+            assert greedy == pytest.approx(np.mean([r["greedy"] for r in runs]), abs=0.5)
+            assert training == pytest.approx(np.mean([r["training"] for r in runs]), abs=0.5)

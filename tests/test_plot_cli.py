@@ -46,6 +46,27 @@ def test_plot_sweep_table(tmp_path, capsys):
     assert len(capsys.readouterr().out.splitlines()) == 2 * len(FIGURES)
 
 
+def test_plot_experiment_csv_with_variants(tmp_path, monkeypatch):
+    """A committed experiment table given as a file: figures beside it, one line per variant
+    (two variants of one algorithm stay apart)."""
+    from jaxvaco.analysis import plots
+
+    drawn = []
+    original = plots.plot_learning_curves
+    monkeypatch.setattr(plots, "plot_learning_curves", lambda table, *a, **kw: (
+        drawn.append(set(table["algo"].tolist())), original(table, *a, **kw))[1])
+    rows = [{**row, "variant": f"{row['algo']} ({'a' if row['seed'] % 2 else 'b'})"}
+            for row in synthetic_rows()]
+    path = tmp_path / "study.csv"
+    with open(path, "w", newline="") as file:
+        writer = csv.DictWriter(file, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert main(["plot", str(path)]) == 0
+    assert_figures(tmp_path / "plots")
+    assert drawn == [{"ppo (a)", "ppo (b)", "vaco (a)", "vaco (b)"}]
+
+
 def test_plot_single_run(tmp_path):
     """A run directory (no results.csv): its metrics.jsonl is the table."""
     config = TrainConfig(env="CartPole-v1", num_seeds=2)
@@ -65,6 +86,7 @@ def test_plot_single_run(tmp_path):
 def test_plot_of_a_folder_without_results(tmp_path, capsys):
     assert main(["plot", str(tmp_path)]) == 2
     assert "neither results.csv" in capsys.readouterr().err
+    assert main(["plot", str(tmp_path / "missing.csv")]) == 2
 
 
 def test_plot_unknown_metric_is_reported(tmp_path, capsys):

@@ -126,6 +126,7 @@ def plot_learning_curves(
     confidence: float = 0.95,
     seed: int | None = 0,
     stem: str = "learning_curves",
+    title: str = "Learning curves",
 ) -> list[Path]:
     """Mean ``metric`` vs ``step`` with bootstrap CI bands (over seeds); one panel per env.
 
@@ -166,7 +167,7 @@ def plot_learning_curves(
         ylabel = f"normalised {metric}" if normalize else metric
         ax.set_ylabel(f"mean {ylabel}")
         style_axes(ax)
-    title = f"Learning curves (mean, {round(confidence * 100)}% bootstrap CI)"
+    title = f"{title} (mean, {round(confidence * 100)}% bootstrap CI)"
     return save_panels(fig, axes, title, out_dir, stem)
 
 
