@@ -438,6 +438,31 @@ def measure_ablation(ctx: Context, folder: Path | None = None) -> dict:
     return tables
 
 
+def measure_fair_study(ctx: Context, folder: Path | None = None) -> dict:
+    """The fair study's aggregates (IQM [95% CI] of the normalised final greedy and training
+    return, P(VACO > baseline); development and held-out apart) and per env the compact
+    'mean greedy / mean training' table, recomputed from the committed study.csv (whose
+    final.csv must agree)."""
+    from experiments import fair_study
+
+    folder = folder or RESULTS / "fair_study"
+    final = fair_study.final_table(read_rows(folder / "study.csv"))
+    committed = [(r["env"], r["variant"], int(r["K"]), int(r["seed"]), float(r["greedy"]),
+                  float(r["training"])) for r in read_rows(folder / "final.csv")]
+    if committed != [(r["env"], r["variant"], r["K"], r["seed"], r["greedy"], r["training"])
+                     for r in final]:
+        raise RuntimeError("final.csv is not what study.csv gives")
+    tables = {}
+    for title, envs in (("Development environments", fair_study.DEV_ENVS),
+                        ("Held-out environments", fair_study.HELD_OUT_ENVS)):
+        if present := fair_study.present_envs(final, list(envs)):
+            tables[f"{title} ({', '.join(present)})"] = fair_study.aggregate_rows(final,
+                                                                                 present)
+    for env in dict.fromkeys(r["env"] for r in final):
+        tables[env] = fair_study.env_means_rows(final, env)
+    return tables
+
+
 def measure_lag_sweep_rerun(ctx: Context) -> dict:
     out = ctx.tmp / "lag_sweep"
     run_command([ctx.python, "-m", "experiments.lag_sweep", "--out", str(out),
@@ -588,6 +613,11 @@ CLAIMS = [
           "python -m experiments.ablation --plot-only", "data",
           "recomputed from the committed ablation.csv (and final.csv): identical", True, 0.2,
           measure_ablation, same, show_table, "b5c21f6, c6a35c2"),
+    Claim("fair-study", "fair lag study: IQM of normalised final greedy / training return "
+          "[95% CI], P(VACO > baseline); per env mean greedy / training return",
+          "python -m experiments.fair_study --summary-only", "data",
+          "recomputed from the committed study.csv (and final.csv): identical", True, 0.5,
+          measure_fair_study, same, show_table, ""),
     Claim("sync-sweep", "delayed sync across 4 simulated devices (mean ± std over 3 seeds)",
           "python experiments/sync_sweep.py", "data",
           "recomputed from the committed sync_sweep.csv: identical", True, 0.1,

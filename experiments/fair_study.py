@@ -131,9 +131,12 @@ def env_means_rows(final: list[dict], env: str) -> list[list[str]]:
 
 def score_matrix(final: list[dict], variant: str, k: int, envs: list[str],
                  kind: str) -> np.ndarray:
-    """[seeds, envs] normalised scores of one variant at one K."""
+    """[seeds, envs] normalised scores of one variant at one K; empty ([0, envs]) unless
+    every env of `envs` has the same number of seeds of it (a partial study)."""
     columns = [[stats.normalize_score(env, r[kind]) for r in final
                 if (r["env"], r["variant"], r["K"]) == (env, variant, k)] for env in envs]
+    if len({len(c) for c in columns}) != 1:
+        return np.empty((0, len(envs)))
     return np.array(columns, dtype=np.float64).T
 
 

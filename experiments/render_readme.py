@@ -217,6 +217,23 @@ def ablation(record: dict) -> str:
                           "experiments/results/ablation/ablation.csv")
 
 
+def fair_study(record: dict) -> str:
+    """The aggregates (their key names the envs) with CIs, then the compact per-env tables."""
+    value = record["fair-study"]["value"]
+    parts = []
+    for name, rows in value.items():
+        if name.endswith(")"):  # "Development environments (CartPole-v1, ...)"
+            parts.append(f"**{name}**: IQM of the normalised final return [95% "
+                         "stratified-bootstrap CI] over 16 seeds; P(VACO > variant) is "
+                         "rliable's probability of improvement\n\n" + table(rows))
+        else:
+            parts.append(f"**{name}**: mean final greedy / training return over 16 seeds "
+                         "(95% CIs in `experiments/results/fair_study/summary.md`)\n\n"
+                         + table(rows))
+    return "\n\n".join(parts) + footer(record, ("fair-study",),
+                                        "experiments/results/fair_study/study.csv")
+
+
 def default_sweep(record: dict) -> str:
     return table(record["default-sweep"]["value"]["default_sweep"]) + footer(
         record, ("default-sweep",), "experiments/results/default_sweep/runs.csv")
@@ -236,6 +253,7 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "learning": learning, "default-sweep": default_sweep, "throughput": throughput,
     "vaco-prototype": vaco_prototype, "vaco-grid": vaco_grid, "lag-sweep-tables": lag_sweep_tables,
     "lag-sweep-aggregate": lag_sweep_aggregate, "ablation": ablation, "sync-sweep": sync_sweep,
+    "fair-study": fair_study,
     "llm-lag": llm_lag, "startup": startup, "startup-breakdown": startup_breakdown,
 }
 

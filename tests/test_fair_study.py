@@ -114,3 +114,16 @@ def test_env_means_rows_are_seed_means_of_both_returns():
             greedy, training = (float(x) for x in rows[variant][i].split(" / "))
             assert greedy == pytest.approx(np.mean([r["greedy"] for r in runs]), abs=0.5)
             assert training == pytest.approx(np.mean([r["training"] for r in runs]), abs=0.5)
+
+
+def test_aggregate_of_a_partial_study_marks_missing_cells():
+    """A variant that has run on only some of the envs gets '—', not an IQM over fewer envs."""
+    from experiments.fair_study import aggregate_rows
+
+    final = [r for r in synthetic_final(0)
+             if not (r["variant"] == "vaco" and r["env"] == "Acrobot-v1")]
+    rows = {(r[0], r[1]): r[2:] for r in aggregate_rows(final, ["CartPole-v1",
+                                                                "Acrobot-v1"])[1:]}
+    assert set(rows[("vaco", "greedy")]) == {"—"}
+    assert set(rows[("P(VACO > ppo)", "training")]) == {"—"}
+    assert "—" not in rows[("ppo", "greedy")]
