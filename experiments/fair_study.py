@@ -3,9 +3,11 @@
 Every algorithm runs with its frozen configuration from the equal-tuning search
 (`experiments/results/tuning/chosen.json`, written by `python -m experiments.tune`); the
 tuned PPO-clip uses the learner's critic, and the same configuration with the recorded
-behaviour critic gets its own row (`ppo (behaviour critic)`), so that the critic's effect
-is visible beside every algorithm's. Each (env, variant) is one program: K ∈ {0, 2, 4, 8,
-16} (`uniform` lag, 4 groups) × seeds, vmapped.
+behaviour critic gets its own row (`ppo (behaviour critic)`); PPO-KL and SPO, tuned with
+the recorded critic, get a row with the learner's (`ppo_kl (learner critic)`,
+`spo (learner critic)`), so that the critic's effect is visible beside every algorithm's.
+Each (env, variant) is one program: K ∈ {0, 2, 4, 8, 16} (`uniform` lag, 4 groups) ×
+seeds, vmapped.
 
     python -m experiments.fair_study --dev                  # development environments
     python -m experiments.fair_study --held-out             # then the held-out ones
@@ -57,16 +59,28 @@ CONFIG_PATHS = {"update_epochs": "update_epochs", "num_minibatches": "num_miniba
 TREATMENT = "vaco"
 
 
+TUNED_CRITIC = {"ppo": "learner"}
+"""Critic settings of the tuning search (experiments/tune.py) beyond the defaults: PPO-clip
+was tuned with the learner's critic, PPO-KL and SPO with their default, the recorded
+behaviour critic; VACO's learner critic is part of its design, and IMPALA recomputes
+V-trace with the learner's critic per minibatch."""
+OTHER_CRITIC = {"ppo": "behaviour", "ppo_kl": "learner", "spo": "learner"}
+"""Algorithms that also run with their tuned values and the other critic, as a row of its
+own ("ppo (behaviour critic)", "ppo_kl (learner critic)", "spo (learner critic)")."""
+
+
 def tuned_variants(chosen: dict[str, dict]) -> dict[str, dict]:
-    """variant label -> TrainConfig overrides: each tuned algorithm, plus PPO's other critic."""
+    """variant label -> TrainConfig overrides: each tuned algorithm with the critic it was
+    tuned with, and each algorithm of OTHER_CRITIC with its other critic."""
     variants = {}
     for algo, values in chosen.items():
         overrides = {"algo": algo, **{CONFIG_PATHS[k]: v for k, v in values.items()
                                       if k in CONFIG_PATHS}}
-        if algo == "ppo":
-            variants["ppo (behaviour critic)"] = {**overrides, "ppo.critic": "behaviour"}
-            overrides["ppo.critic"] = "learner"
+        if algo in TUNED_CRITIC:
+            overrides[f"{algo}.critic"] = TUNED_CRITIC[algo]
         variants[algo] = overrides
+        if other := OTHER_CRITIC.get(algo):
+            variants[f"{algo} ({other} critic)"] = {**overrides, f"{algo}.critic": other}
     return variants
 
 

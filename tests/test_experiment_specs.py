@@ -184,7 +184,8 @@ def test_fair_study_spec_from_chosen_is_the_old_script(tmp_path):
     spec = experiment_spec(path, tmp_path)
     assert spec.lag_delays == fair_study.LAGS
     assert spec.envs == fair_study.DEV_ENVS + fair_study.HELD_OUT_ENVS
-    assert list(spec.variants) == ["ppo (behaviour critic)", "ppo", "ppo_kl", "spo",
+    assert list(spec.variants) == ["ppo", "ppo (behaviour critic)", "ppo_kl",
+                                   "ppo_kl (learner critic)", "spo", "spo (learner critic)",
                                    "impala", "vaco"]
     assert_spec_builds(spec, fair_study_runs(fair_study.tuned_variants(CHOSEN)),
                        fair_study.LAGS, tmp_path)

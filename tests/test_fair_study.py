@@ -26,9 +26,13 @@ def test_tuned_variants_give_ppo_both_critics_and_map_knobs_to_config_fields():
               "vaco": {"config": 0, "update_epochs": 8, "num_minibatches": 2,
                        "learning_rate": 5e-4, "ent_coef": 0.02, "delta": 0.3}}
     variants = tuned_variants(chosen)
-    assert set(variants) == {"ppo", "ppo (behaviour critic)", "ppo_kl", "vaco"}
+    assert set(variants) == {"ppo", "ppo (behaviour critic)", "ppo_kl",
+                             "ppo_kl (learner critic)", "vaco"}
     assert variants["ppo"]["ppo.critic"] == "learner"
     assert variants["ppo (behaviour critic)"]["ppo.critic"] == "behaviour"
+    assert "ppo_kl.critic" not in variants["ppo_kl"]  # tuned with its default critic
+    assert variants["ppo_kl (learner critic)"] == {**variants["ppo_kl"],
+                                                   "ppo_kl.critic": "learner"}
     assert variants["ppo_kl"]["ppo_kl.target_kl"] == 0.02
     assert variants["vaco"]["vaco.delta"] == 0.3
     assert "config" not in variants["vaco"]  # the search's index is not a setting
