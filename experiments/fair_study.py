@@ -220,6 +220,7 @@ def main() -> None:
     parser.add_argument("--dev", action="store_true", help="run the development envs")
     parser.add_argument("--held-out", action="store_true", help="run the held-out envs")
     parser.add_argument("--envs", nargs="+", help="only these envs (of the chosen sets)")
+    parser.add_argument("--variants", nargs="+", help="only these variants (by label)")
     parser.add_argument("--seeds", type=int, help="default: the spec's (16)")
     parser.add_argument("--steps", type=int, help="env steps per run (default: per env)")
     parser.add_argument("--chosen", type=Path, default=CHOSEN)
@@ -236,8 +237,8 @@ def main() -> None:
             parser.error("nothing to run: pass --dev and/or --held-out (and --envs from them)")
         args.out.mkdir(parents=True, exist_ok=True)
         spec = write_study_spec(json.loads(args.chosen.read_text()), args.out / "study.toml")
-        run_spec(experiment_spec(spec, args.out, envs, args.seeds, args.steps),
-                 args.out / "study.csv")
+        run_spec(experiment_spec(spec, args.out, envs, args.seeds, args.steps,
+                                 args.variants), args.out / "study.csv")
     final = final_table(read_rows(args.out / "study.csv"))
     write_rows(args.out / "final.csv", final)
     table = summary_markdown(final)
