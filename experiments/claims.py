@@ -617,7 +617,7 @@ CLAIMS = [
           "[95% CI], P(VACO > baseline); per env mean greedy / training return",
           "python -m experiments.fair_study --summary-only", "data",
           "recomputed from the committed study.csv (and final.csv): identical", True, 0.5,
-          measure_fair_study, same, show_table, ""),
+          measure_fair_study, same, show_table, "f87b943"),
     Claim("sync-sweep", "delayed sync across 4 simulated devices (mean ± std over 3 seeds)",
           "python experiments/sync_sweep.py", "data",
           "recomputed from the committed sync_sweep.csv: identical", True, 0.1,
