@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
+from experiments.render_readme import table
 from jaxvaco.analysis import lag_plots, plots, stats
 from jaxvaco.results import last_evaluated, read_rows, write_rows
 
@@ -147,8 +148,8 @@ def score_matrix(final: list[dict], variant: str, k: int, envs: list[str],
                  kind: str) -> np.ndarray:
     """[seeds, envs] normalised scores of one variant at one K; empty ([0, envs]) unless
     every env of `envs` has the same number of seeds of it (a partial study)."""
-    columns = [[stats.normalize_score(env, r[kind]) for r in final
-                if (r["env"], r["variant"], r["K"]) == (env, variant, k)] for env in envs]
+    columns = [stats.normalize_score(env, cell_values(final, env, variant, k, kind))
+               for env in envs]
     if len({len(c) for c in columns}) != 1:
         return np.empty((0, len(envs)))
     return np.array(columns, dtype=np.float64).T
@@ -185,11 +186,6 @@ def aggregate_rows(final: list[dict], envs: list[str]) -> list[list[str]]:
     return rows
 
 
-def markdown(rows: list[list[str]]) -> list[str]:
-    return (["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-            + ["| " + " | ".join(row) + " |" for row in rows[1:]])
-
-
 def summary_markdown(final: list[dict]) -> str:
     """Aggregates (development, held-out), then each environment's two tables."""
     lines = []
@@ -198,11 +194,11 @@ def summary_markdown(final: list[dict]) -> str:
         if present := present_envs(final, list(envs)):
             lines += [f"\n**{title}** ({', '.join(present)}): IQM of the normalised final "
                       "return [95% stratified-bootstrap CI]; P(VACO > variant)\n"]
-            lines += markdown(aggregate_rows(final, present))
+            lines.append(table(aggregate_rows(final, present)))
     for env in dict.fromkeys(r["env"] for r in final):
         for kind in ("greedy", "training"):
             lines += [f"\n**{env}**, final {kind} return, mean [95% CI] over seeds\n"]
-            lines += markdown(env_rows(final, env, kind))
+            lines.append(table(env_rows(final, env, kind)))
     return "\n".join(lines)
 
 
@@ -239,7 +235,8 @@ def main() -> None:
         spec = write_study_spec(json.loads(args.chosen.read_text()), args.out / "study.toml")
         run_spec(experiment_spec(spec, args.out, envs, args.seeds, args.steps,
                                  args.variants), args.out / "study.csv")
-    final = final_table(read_rows(args.out / "study.csv"))
+    rows = read_rows(args.out / "study.csv")
+    final = final_table(rows)
     write_rows(args.out / "final.csv", final)
     table = summary_markdown(final)
     (args.out / "summary.md").write_text(table + "\n")
@@ -247,7 +244,7 @@ def main() -> None:
     for kind in ("greedy", "training"):
         lag_plots.plot_return_vs_lag([{**r, "algo": r["variant"]} for r in final], args.out,
                                     metric=kind, stem=f"{kind}_return_vs_lag")
-    plot_learning_curves(read_rows(args.out / "study.csv"), args.out)
+    plot_learning_curves(rows, args.out)
 
 
 if __name__ == "__main__":
