@@ -440,9 +440,9 @@ def measure_ablation(ctx: Context, folder: Path | None = None) -> dict:
 
 def measure_fair_study(ctx: Context, folder: Path | None = None) -> dict:
     """The fair study's aggregates (IQM [95% CI] of the normalised final greedy and training
-    return, P(VACO > baseline); development and held-out apart) and per env the compact
-    'mean greedy / mean training' table, recomputed from the committed study.csv (whose
-    final.csv must agree)."""
+    return, P(VACO > baseline); development, held-out and all: `fair_study.aggregate_tables`)
+    and per env the compact 'mean greedy / mean training' table, recomputed from the
+    committed study.csv (whose final.csv must agree)."""
     from experiments import fair_study
 
     folder = folder or RESULTS / "fair_study"
@@ -452,12 +452,7 @@ def measure_fair_study(ctx: Context, folder: Path | None = None) -> dict:
     if committed != [(r["env"], r["variant"], r["K"], r["seed"], r["greedy"], r["training"])
                      for r in final]:
         raise RuntimeError("final.csv is not what study.csv gives")
-    tables = {}
-    for title, envs in (("Development environments", fair_study.DEV_ENVS),
-                        ("Held-out environments", fair_study.HELD_OUT_ENVS)):
-        if present := fair_study.present_envs(final, list(envs)):
-            tables[f"{title} ({', '.join(present)})"] = fair_study.aggregate_rows(final,
-                                                                                 present)
+    tables = fair_study.aggregate_tables(final)
     for env in dict.fromkeys(r["env"] for r in final):
         tables[env] = fair_study.env_means_rows(final, env)
     return tables

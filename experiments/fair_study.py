@@ -186,15 +186,24 @@ def aggregate_rows(final: list[dict], envs: list[str]) -> list[list[str]]:
     return rows
 
 
+def aggregate_tables(final: list[dict]) -> dict[str, list[list[str]]]:
+    """`aggregate_rows` of the development environments, of the held-out ones and, once
+    both have results, of all of them, each keyed 'Title (env, env, ...)'."""
+    groups = {"Development environments": present_envs(final, list(DEV_ENVS)),
+              "Held-out environments": present_envs(final, list(HELD_OUT_ENVS))}
+    if all(groups.values()):
+        groups["All environments"] = groups["Development environments"] + groups[
+            "Held-out environments"]
+    return {f"{title} ({', '.join(envs)})": aggregate_rows(final, envs)
+            for title, envs in groups.items() if envs}
+
+
 def summary_markdown(final: list[dict]) -> str:
-    """Aggregates (development, held-out), then each environment's two tables."""
+    """Aggregates (development, held-out, all), then each environment's two tables."""
     lines = []
-    for title, envs in (("Development environments", DEV_ENVS),
-                        ("Held-out environments", HELD_OUT_ENVS)):
-        if present := present_envs(final, list(envs)):
-            lines += [f"\n**{title}** ({', '.join(present)}): IQM of the normalised final "
-                      "return [95% stratified-bootstrap CI]; P(VACO > variant)\n"]
-            lines.append(table(aggregate_rows(final, present)))
+    for title, rows in aggregate_tables(final).items():
+        lines += [f"\n**{title}**: IQM of the normalised final return [95% "
+                  "stratified-bootstrap CI]; P(VACO > variant)\n", table(rows)]
     for env in dict.fromkeys(r["env"] for r in final):
         for kind in ("greedy", "training"):
             lines += [f"\n**{env}**, final {kind} return, mean [95% CI] over seeds\n"]

@@ -131,3 +131,22 @@ def test_aggregate_of_a_partial_study_marks_missing_cells():
     assert set(rows[("vaco", "greedy")]) == {"—"}
     assert set(rows[("P(VACO > ppo)", "training")]) == {"—"}
     assert "—" not in rows[("ppo", "greedy")]
+
+
+def test_aggregate_tables_report_held_out_apart_and_all_once_both_exist():
+    """Development and held-out environments are pooled apart; 'All' pools both, and only
+    appears when both have results."""
+    from experiments.fair_study import aggregate_rows, aggregate_tables
+
+    dev = synthetic_final(0)
+    held_out = [{**r, "env": "Asterix-MinAtar", "greedy": r["greedy"] / 20,
+                 "training": r["training"] / 20} for r in dev if r["env"] == "CartPole-v1"]
+    assert list(aggregate_tables(dev)) == ["Development environments (CartPole-v1, Acrobot-v1)"]
+    tables = aggregate_tables(dev + held_out)
+    assert list(tables) == ["Development environments (CartPole-v1, Acrobot-v1)",
+                            "Held-out environments (Asterix-MinAtar)",
+                            "All environments (CartPole-v1, Acrobot-v1, Asterix-MinAtar)"]
+    assert tables["Held-out environments (Asterix-MinAtar)"] == aggregate_rows(
+        held_out, ["Asterix-MinAtar"])
+    assert tables["All environments (CartPole-v1, Acrobot-v1, Asterix-MinAtar)"] == \
+        aggregate_rows(dev + held_out, ["CartPole-v1", "Acrobot-v1", "Asterix-MinAtar"])
