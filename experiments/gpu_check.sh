@@ -24,13 +24,21 @@
 #   lagsweep    lag_sweep --envs CartPole-v1 --seeds 16 --steps 300000 into a fresh folder
 #               (finished (env, algo) cells are kept; if cut short, --plot-only summarises
 #               the finished ones)
+#   fairstudy   (not in the default STEPS) the fair study's held-out Brax cells
+#               (experiments/fair_study.py --held-out, 16 seeds x K in {0,2,4,8,16}), one
+#               invocation per env of FS_ENVS with FS_VARIANTS, appended to a copy of the
+#               committed study.csv; back come study.csv, summary.md and the finished cells'
+#               metrics without checkpoints (fair_study_runs.tar.gz: unpacked into
+#               experiments/results/fair_study/runs here, a later fair_study call appends them)
 # Knobs (environment variables before the command): DEADLINE, STEPS (names above), NUM_ENVS,
 # TOTAL, MINATAR_TOTAL, REPEATS, SEEDS, BRAX_ENV, BRAX_ENVS, BRAX_TOTAL, LAG_SEEDS,
-# LAG_STEPS, LAG_ALGOS, PYTHON.
+# LAG_STEPS, LAG_ALGOS, FS_ENVS, FS_VARIANTS, FS_ARGS, PYTHON.
 #
-# What comes back under $OUT (the tool returns at most 8 files; this writes at most 7):
+# What comes back under $OUT (the tool returns at most 8 files; pick STEPS so that at most 8
+# are written):
 #   log.txt  env.txt  throughput_cartpole.json  throughput_minatar.json
 #   throughput_brax.json  lag_sweep_summary.md  lag_sweep.tar.gz (CSVs, summary, PNGs)
+#   study.csv  summary.md  fair_study_runs.tar.gz (fairstudy)
 # The last lines printed are a summary table (the tool's output_tail holds them).
 #
 # Not yet run on a device (2026-12-02). Dry-run here on the CPU with Python 3.12, jax 0.11.2
@@ -96,6 +104,10 @@ BRAX_TOTAL=${BRAX_TOTAL:-4194304}
 LAG_SEEDS=${LAG_SEEDS:-16}
 LAG_STEPS=${LAG_STEPS:-300000}
 LAG_ALGOS=${LAG_ALGOS:-ppo ppo_kl spo impala vaco}
+FS_ENVS=${FS_ENVS:-hopper inverted_double_pendulum reacher}
+FS_VARIANTS=${FS_VARIANTS:-ppo vaco}
+FS_ARGS=${FS_ARGS:-}  # e.g. "--seeds 2 --steps 8192" for a dry run
+FSDIR=/tmp/gpu_check_fair_study
 SITE=/tmp/site
 LAGDIR=/tmp/gpu_check_lag_sweep   # fresh results folder for the sweep (checkpoints stay here)
 
@@ -207,6 +219,20 @@ if want lagsweep; then
         [[ -f $LAGDIR/summary.md ]] && cp "$LAGDIR/summary.md" "$OUT/lag_sweep_summary.md"
         tar czf "$OUT/lag_sweep.tar.gz" -C "$LAGDIR" --exclude=./runs --exclude='*.pdf' .
     fi
+fi
+
+if want fairstudy; then
+    rm -rf "$FSDIR" && mkdir -p "$FSDIR"
+    cp experiments/results/fair_study/study.csv "$FSDIR/"
+    for env in $FS_ENVS; do
+        # shellcheck disable=SC2086
+        step "fairstudy_$env" 600 "$PY" -m experiments.fair_study --held-out --envs "$env" \
+            --variants $FS_VARIANTS --out "$FSDIR" $FS_ARGS
+        cp "$FSDIR/study.csv" "$OUT/" 2>/dev/null
+        [[ -f $FSDIR/summary.md ]] && cp "$FSDIR/summary.md" "$OUT/"
+        [[ -d $FSDIR/runs ]] && tar czf "$OUT/fair_study_runs.tar.gz" -C "$FSDIR" \
+            --exclude=checkpoints runs
+    done
 fi
 
 {
