@@ -458,6 +458,17 @@ def measure_fair_study(ctx: Context, folder: Path | None = None) -> dict:
     return tables
 
 
+def measure_gpu_throughput(ctx: Context, folder: Path | None = None) -> dict:
+    """The throughput ratios of the GPU check (experiments/gpu_check.sh, step 'cartpole'),
+    read from its committed JSON: comparison, ratio, env-steps/s of the pair, goal."""
+    path = (folder or RESULTS / "gpu_check") / "throughput_cartpole.json"
+    rows = [["comparison", "ratio", "env-steps/s", "goal"]]
+    for result in json.loads(path.read_text()):
+        pair = " vs ".join(f"{name} {sps / 1e6:.1f}M" for name, sps in result["sps"].items())
+        rows.append([result["title"], f"**{result['ratio']:.2f}**", pair, result["goal"]])
+    return {"gpu_throughput": rows}
+
+
 def measure_lag_sweep_rerun(ctx: Context) -> dict:
     out = ctx.tmp / "lag_sweep"
     run_command([ctx.python, "-m", "experiments.lag_sweep", "--out", str(out),
@@ -612,7 +623,11 @@ CLAIMS = [
           "[95% CI], P(VACO > baseline); per env mean greedy / training return",
           "python -m experiments.fair_study --summary-only", "data",
           "recomputed from the committed study.csv (and final.csv): identical", True, 0.5,
-          measure_fair_study, same, show_table, "f87b943"),
+          measure_fair_study, same, show_table, "f87b943, 08a6e09, 4ea9dbd"),
+    Claim("gpu-throughput", "throughput ratios on an NVIDIA H200 (2048 envs, 2e7 steps)",
+          "bash experiments/gpu_check.sh (device machine; step 'cartpole')", "data",
+          "read from the committed throughput_cartpole.json: identical (no GPU in CI)", True,
+          0.1, measure_gpu_throughput, same, show_table, "4ea9dbd"),
     Claim("sync-sweep", "delayed sync across 4 simulated devices (mean ± std over 3 seeds)",
           "python experiments/sync_sweep.py", "data",
           "recomputed from the committed sync_sweep.csv: identical", True, 0.1,

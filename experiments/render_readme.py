@@ -244,6 +244,11 @@ def sync_sweep(record: dict) -> str:
         record, ("sync-sweep",), "experiments/results/sync_sweep/sync_sweep.csv")
 
 
+def gpu_throughput(record: dict) -> str:
+    return table(record["gpu-throughput"]["value"]["gpu_throughput"]) + footer(
+        record, ("gpu-throughput",), "experiments/results/gpu_check/throughput_cartpole.json")
+
+
 def llm_lag(record: dict) -> str:
     return table(record["llm-lag"]["value"]["llm_lag"]) + footer(
         record, ("llm-lag",), "experiments/results/llm_lag/summary.csv")
@@ -253,7 +258,7 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "learning": learning, "default-sweep": default_sweep, "throughput": throughput,
     "vaco-prototype": vaco_prototype, "vaco-grid": vaco_grid, "lag-sweep-tables": lag_sweep_tables,
     "lag-sweep-aggregate": lag_sweep_aggregate, "ablation": ablation, "sync-sweep": sync_sweep,
-    "fair-study": fair_study,
+    "fair-study": fair_study, "gpu-throughput": gpu_throughput,
     "llm-lag": llm_lag, "startup": startup, "startup-breakdown": startup_breakdown,
 }
 

@@ -188,3 +188,14 @@ def test_startup_claim_is_slow_and_recorded(record):
     assert claim.kind == "speed" and not claim.fast and claim.minutes >= 2
     assert "--default-job" in claim.command
     assert record["startup"]["command"] == claim.command
+
+
+def test_gpu_throughput_rows_come_from_the_json(tmp_path):
+    """The GPU check's JSON becomes one row per comparison, ratio and rates as written."""
+    import json
+
+    (tmp_path / "throughput_cartpole.json").write_text(json.dumps([
+        {"title": "a vs b", "sps": {"a": 3.0e7, "b": 1.5e7}, "ratio": 2.0, "goal": ">= 1"}]))
+    rows = claims.measure_gpu_throughput(None, tmp_path)["gpu_throughput"]
+    assert rows == [["comparison", "ratio", "env-steps/s", "goal"],
+                    ["a vs b", "**2.00**", "a 30.0M vs b 15.0M", ">= 1"]]
