@@ -26,7 +26,8 @@
 #               the finished ones)
 #   fairstudy   (not in the default STEPS) the fair study's held-out Brax cells
 #               (experiments/fair_study.py --held-out, 16 seeds x K in {0,2,4,8,16}), one
-#               invocation per env of FS_ENVS with FS_VARIANTS, appended to a copy of the
+#               invocation per env of FS_ENVS with FS_VARIANTS (comma-separated, e.g.
+#               "ppo_kl (learner critic),spo (learner critic)"), appended to a copy of the
 #               committed study.csv; back come study.csv, summary.md and the finished cells'
 #               metrics without checkpoints (fair_study_runs.tar.gz: unpacked into
 #               experiments/results/fair_study/runs here, a later fair_study call appends them)
@@ -41,8 +42,12 @@
 #   study.csv  summary.md  fair_study_runs.tar.gz (fairstudy)
 # The last lines printed are a summary table (the tool's output_tail holds them).
 #
-# Not yet run on a device (2026-12-02). Dry-run here on the CPU with Python 3.12, jax 0.11.2
-# and the latest flax/optax/chex/orbax from PyPI plus only .whl/ (--no-index): every step ran.
+# Ran on an H200 on 2026-12-04 as
+#     run(command='STEPS="install env cartpole fairstudy" REPEATS=1 DEADLINE=575 bash
+#                  experiments/gpu_check.sh', carry=[".whl"], timeout_s=600)
+# in 518 s (install 2, env 14, cartpole 63, fairstudy 165 + 127 + 147 s); its log, env.txt
+# and throughput JSON are in experiments/results/gpu_check/, the Brax rows in the fair
+# study's study.csv. The minatar, brax and lagsweep steps have not run on a device yet.
 #
 # CPU dry run here, small sizes (a Python 3.12 venv with jax etc. stands for the device):
 #   OUT=/tmp/gc PYTHON=/tmp/venv/bin/python NUM_ENVS=64 TOTAL=2e4 MINATAR_TOTAL=2e4 \
@@ -105,7 +110,7 @@ LAG_SEEDS=${LAG_SEEDS:-16}
 LAG_STEPS=${LAG_STEPS:-300000}
 LAG_ALGOS=${LAG_ALGOS:-ppo ppo_kl spo impala vaco}
 FS_ENVS=${FS_ENVS:-hopper inverted_double_pendulum reacher}
-FS_VARIANTS=${FS_VARIANTS:-ppo vaco}
+FS_VARIANTS=${FS_VARIANTS:-ppo,vaco}  # comma-separated labels (some hold spaces)
 FS_ARGS=${FS_ARGS:-}  # e.g. "--seeds 2 --steps 8192" for a dry run
 FSDIR=/tmp/gpu_check_fair_study
 SITE=/tmp/site
@@ -222,12 +227,13 @@ if want lagsweep; then
 fi
 
 if want fairstudy; then
+    IFS=, read -ra VARIANTS <<<"$FS_VARIANTS"
     rm -rf "$FSDIR" && mkdir -p "$FSDIR"
     cp experiments/results/fair_study/study.csv "$FSDIR/"
     for env in $FS_ENVS; do
         # shellcheck disable=SC2086
         step "fairstudy_$env" 600 "$PY" -m experiments.fair_study --held-out --envs "$env" \
-            --variants $FS_VARIANTS --out "$FSDIR" $FS_ARGS
+            --variants "${VARIANTS[@]}" --out "$FSDIR" $FS_ARGS
         cp "$FSDIR/study.csv" "$OUT/" 2>/dev/null
         [[ -f $FSDIR/summary.md ]] && cp "$FSDIR/summary.md" "$OUT/"
         [[ -d $FSDIR/runs ]] && tar czf "$OUT/fair_study_runs.tar.gz" -C "$FSDIR" \
