@@ -97,9 +97,15 @@ def write_study_spec(chosen: dict[str, dict], path: Path) -> Path:
 
 def final_table(rows: list[dict]) -> list[dict]:
     """Per run (env, variant, K, seed): final greedy and training (stochastic) return."""
+    final = last_evaluated(rows, "variant")
+    unfinished = [key for key, row in final.items() if row["return"] == ""]
+    if unfinished:
+        raise SystemExit(f"{len(unfinished)} runs finished no training episode (first: "
+                         f"{unfinished[0]}), so they have no training return: give them more "
+                         "env steps (--steps) than one episode per env")
     return [{"env": env, "variant": variant, "K": k, "seed": seed, "step": int(row["step"]),
              "greedy": float(row["eval_greedy"]), "training": float(row["return"])}
-            for (env, variant, k, seed), row in last_evaluated(rows, "variant").items()]
+            for (env, variant, k, seed), row in final.items()]
 
 
 def mean_ci(values: np.ndarray, decimals: int) -> str:

@@ -150,3 +150,17 @@ def test_aggregate_tables_report_held_out_apart_and_all_once_both_exist():
         held_out, ["Asterix-MinAtar"])
     assert tables["All environments (CartPole-v1, Acrobot-v1, Asterix-MinAtar)"] == \
         aggregate_rows(dev + held_out, ["CartPole-v1", "Acrobot-v1", "Asterix-MinAtar"])
+
+
+def test_final_table_takes_each_runs_last_evaluation_and_refuses_runs_without_an_episode():
+    from experiments.fair_study import final_table
+
+    def row(step, greedy, training, seed=100):
+        return {"env": "reacher", "algo": "ppo", "variant": "ppo", "K": "0", "seed": str(seed),
+                "step": str(step), "eval_greedy": greedy, "return": training}
+
+    rows = [row(2048, "", "-300"), row(4096, "-120", "-150"), row(6144, "", "-140")]
+    assert final_table(rows) == [{"env": "reacher", "variant": "ppo", "K": 0, "seed": 100,
+                                  "step": 4096, "greedy": -120.0, "training": -150.0}]
+    with pytest.raises(SystemExit, match="no training episode.*--steps"):
+        final_table(rows + [row(4096, "-130", "", seed=101)])
