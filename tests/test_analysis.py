@@ -322,3 +322,20 @@ def test_plots_write_png_and_pdf(tmp_path):
     _assert_png_pdf(lag_plots.plot_tv_vs_lag(df, tmp_path, reps=reps))
     _assert_png_pdf(plots.plot_performance_profile(sd, tmp_path, reps=reps))
     assert len(list(tmp_path.iterdir())) == 14
+
+
+def test_as_float_turns_empty_cells_into_nan():
+    out = plots.as_float(np.array(["1.5", "", "-2"], dtype=object))
+    np.testing.assert_array_equal(np.isnan(out), [False, True, False])
+    np.testing.assert_array_equal(out[[0, 2]], [1.5, -2.0])
+    assert np.isnan(plots.as_float(np.array([3.0, None], dtype=object))[1])
+
+
+def test_learning_curves_from_csv_rows_with_empty_returns(tmp_path):
+    """Rows as read from a tidy CSV (strings), where early steps of long episodes have no
+    finished episode yet (empty return), still plot."""
+    pytest.importorskip("matplotlib")
+    rows = [{"env": "reacher", "algo": "ppo", "seed": str(seed), "step": str(step),
+             "return": "" if step == 2048 else str(-100.0 - seed)}
+            for seed in range(3) for step in (2048, 4096, 6144)]
+    _assert_png_pdf(plots.plot_learning_curves(rows, tmp_path, reps=20))

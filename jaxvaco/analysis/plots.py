@@ -108,6 +108,13 @@ def mean_ci(values: np.ndarray, reps: int, confidence: float, seed: int | None):
     return point["x"], ci["x"]
 
 
+def as_float(values: np.ndarray) -> np.ndarray:
+    """A column as float64; empty cells (a CSV's "" or None: a metric not logged at that
+    step, e.g. no episode finished yet) become NaN."""
+    return np.array([np.nan if v is None or v == "" else v for v in values.tolist()],
+                    dtype=np.float64)
+
+
 def _auto_by_k(cols: Columns, by_k: bool | None) -> bool:
     if LAG not in cols:
         return False
@@ -156,7 +163,7 @@ def plot_learning_curves(
             for r, ridx in enumerate(runs.values()):
                 ridx = idx[ridx]
                 pos = np.searchsorted(steps, sub[STEP][ridx].astype(np.float64))
-                vals = sub[metric][ridx].astype(np.float64)
+                vals = as_float(sub[metric][ridx])
                 mat[r, pos] = normalize_score(env, vals) if normalize else vals
             point, ci = mean_ci(mat, reps, confidence, seed)
             kw = {"color": colors[algo], "linestyle": styles[k]}
