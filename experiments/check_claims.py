@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="check_claims_") as tmp:
         ctx = registry.Context(Path(tmp))
         for claim in selected:
-            old = record.get(claim.id)
+            old = registry.recorded_for(claim, record)
             shown_old = f"{claim.show(old['value'])} ({old['commit']})" if old else "—"
             if args.max_minutes is not None and claim.minutes > args.max_minutes:
                 verdict, now, note, seconds = SKIP, None, \
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"**{verdict}**: {cell(note, 90)} | {seconds:.0f} |")
             lines.append(line)
             print(line, flush=True)
-            if args.record and now is not None:
+            if args.record and now is not None and not claim.reruns:
                 measured[claim.id] = {"value": now, "commit": claim.data_commit or commit,
                                       "date": commit_date(claim.data_commit) or date,
                                       "command": claim.command}

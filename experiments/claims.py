@@ -66,6 +66,21 @@ class Claim:
     data_commit: str = ""
     """Data claims: the commit that added the data (measured on the code just before it);
     recorded instead of the commit that recomputed the table."""
+    reruns: tuple[str, ...] = ()
+    """Rerun claims: the data claims whose recorded values (merged) the rerun is compared
+    with; a rerun records nothing of its own."""
+
+
+def recorded_for(claim: Claim, record: dict) -> dict | None:
+    """What `claim` is compared with: its own record, or for a rerun the merged records of
+    the data claims it reruns (None while any of them is unrecorded)."""
+    if not claim.reruns:
+        return record.get(claim.id)
+    entries = [record.get(i) for i in claim.reruns]
+    if any(e is None for e in entries):
+        return None
+    return {"value": {k: v for e in entries for k, v in e["value"].items()},
+            "commit": ", ".join(dict.fromkeys(e["commit"] for e in entries))}
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -614,7 +629,8 @@ CLAIMS = [
           "python -m experiments.lag_sweep --out DIR", "statistical",
           "new point estimate inside the recorded 95% CI in >= 90% of the cells "
           "(per-env means and aggregate IQMs)", False, 330,
-          measure_lag_sweep_rerun, most_cells_inside(0.9), show_table),
+          measure_lag_sweep_rerun, most_cells_inside(0.9), show_table,
+          reruns=("lag-sweep-tables", "lag-sweep-aggregate")),
     Claim("ablation", "lag ablation, per env: final greedy K = 0 → K = 16 / training K = 16",
           "python -m experiments.ablation --plot-only", "data",
           "recomputed from the committed ablation.csv (and final.csv): identical", True, 0.2,
@@ -635,7 +651,7 @@ CLAIMS = [
     Claim("sync-sweep-rerun", "the sync sweep, rerun on the current code",
           "python experiments/sync_sweep.py --out DIR", "statistical",
           "every S: new mean final return within 2 recorded std, lag/iterations within 0.05",
-          False, 15, measure_sync_rerun, sync_means_close, show_table),
+          False, 15, measure_sync_rerun, sync_means_close, show_table, reruns=("sync-sweep",)),
     Claim("llm-lag", "GRPO vs GRPO + VACO under generation lag (final held-out accuracy)",
           "python experiments/llm_lag.py", "data",
           "read from the committed summary.csv: identical", True, 0.1,
@@ -644,7 +660,7 @@ CLAIMS = [
           "python experiments/llm_lag.py --out DIR", "statistical",
           "not automated yet: compare each new mean with the recorded ± interval by eye",
           False, 40, not_rerun_here("llm_lag rerun comparison is not automated"), same,
-          show_table),
+          show_table, reruns=("llm-lag",)),
 ]
 
 BY_ID = {claim.id: claim for claim in CLAIMS}

@@ -199,3 +199,18 @@ def test_gpu_throughput_rows_come_from_the_json(tmp_path):
     rows = claims.measure_gpu_throughput(None, tmp_path)["gpu_throughput"]
     assert rows == [["comparison", "ratio", "env-steps/s", "goal"],
                     ["a vs b", "**2.00**", "a 30.0M vs b 15.0M", ">= 1"]]
+
+
+def test_a_rerun_is_compared_with_the_data_claims_it_reruns():
+    """A rerun has no record of its own: it is compared with the merged records of the data
+    claims it reruns, and with nothing while one of them is unrecorded."""
+    rerun = claims.BY_ID["lag-sweep-rerun"]
+    record = {"lag-sweep-tables": {"value": {"CartPole-v1": [["a"]]}, "commit": "c1"},
+              "lag-sweep-aggregate": {"value": {"aggregate": [["b"]]}, "commit": "c2"}}
+    assert claims.recorded_for(rerun, record) == {
+        "value": {"CartPole-v1": [["a"]], "aggregate": [["b"]]}, "commit": "c1, c2"}
+    assert claims.recorded_for(rerun, {"lag-sweep-tables": record["lag-sweep-tables"]}) is None
+    assert claims.recorded_for(claims.BY_ID["sync-sweep"], record) is None
+    for claim in claims.CLAIMS:
+        assert claim.id.endswith("-rerun") == bool(claim.reruns), claim.id
+        assert all(claims.BY_ID[i].kind == "data" for i in claim.reruns)
