@@ -575,19 +575,19 @@ CLAIMS = [
     Claim("breakout-4-seeds", "PPO, Breakout-MinAtar, 4 seeds, 1M steps",
           "jaxvaco train --env Breakout-MinAtar --num-envs 64 --num-seeds 4 "
           "--learning-rate 1e-3", "statistical",
-          "new mean greedy return inside the recorded 95% bootstrap CI", False, 20,
+          "new mean greedy return inside the recorded 95% bootstrap CI", False, 2,
           measure_breakout, inside_ci, show_greedy),
     Claim("brax-pendulum", "PPO, Brax inverted_pendulum (spring), 2 seeds, 1.5M steps, no "
           "entropy bonus", "jaxvaco train --env inverted_pendulum --normalize-obs "
           "--reward-scale 0.1 --ent-coef 0 --num-envs 32 --total-timesteps 1500000 "
           "--num-seeds 2 --learning-rate 1e-3", "statistical",
-          "new mean greedy return inside the recorded 95% bootstrap CI", False, 30,
+          "new mean greedy return inside the recorded 95% bootstrap CI", False, 2,
           lambda ctx: measure_brax(ctx, True), inside_ci, show_greedy),
     Claim("brax-pendulum-entropy", "the same with the default entropy bonus, 1M steps",
           "jaxvaco train --env inverted_pendulum --normalize-obs --reward-scale 0.1 "
           "--num-envs 32 --total-timesteps 1000000 --num-seeds 2 --learning-rate 1e-3",
           "statistical", "new mean greedy return inside the recorded 95% bootstrap CI",
-          False, 20, lambda ctx: measure_brax(ctx, False), inside_ci, show_greedy),
+          False, 2, lambda ctx: measure_brax(ctx, False), inside_ci, show_greedy),
     Claim("throughput-ref", "jaxvaco PPO / single-file reference (1 seed)",
           THROUGHPUT.format("ref"), "speed", "ratio within 0.8–1.25× of the recorded one",
           False, 3, measure_throughput("ref"), ratio_band(0.8, 1.25), show_ratio),
@@ -651,7 +651,7 @@ CLAIMS = [
     Claim("sync-sweep-rerun", "the sync sweep, rerun on the current code",
           "python experiments/sync_sweep.py --out DIR", "statistical",
           "every S: new mean final return within 2 recorded std, lag/iterations within 0.05",
-          False, 15, measure_sync_rerun, sync_means_close, show_table, reruns=("sync-sweep",)),
+          False, 2, measure_sync_rerun, sync_means_close, show_table, reruns=("sync-sweep",)),
     Claim("llm-lag", "GRPO vs GRPO + VACO under generation lag (final held-out accuracy)",
           "python experiments/llm_lag.py", "data",
           "read from the committed summary.csv: identical", True, 0.1,
