@@ -29,8 +29,9 @@
 #               invocation per env of FS_ENVS with FS_VARIANTS (comma-separated, e.g.
 #               "ppo_kl (learner critic),spo (learner critic)"), appended to a copy of the
 #               committed study.csv; back come study.csv, summary.md and the finished cells'
-#               metrics without checkpoints (fair_study_runs.tar.gz: unpacked into
-#               experiments/results/fair_study/runs here, a later fair_study call appends them)
+#               metrics without checkpoints (fair_study_runs.tar.gz: `tar xzf ... -C
+#               experiments/results/fair_study` here, and the same fair_study command run
+#               here appends the finished cells' rows without rerunning them)
 # Knobs (environment variables before the command): DEADLINE, STEPS (names above), NUM_ENVS,
 # TOTAL, MINATAR_TOTAL, REPEATS, SEEDS, BRAX_ENV, BRAX_ENVS, BRAX_TOTAL, LAG_SEEDS,
 # LAG_STEPS, LAG_ALGOS, FS_ENVS, FS_VARIANTS, FS_ARGS, PYTHON.
