@@ -639,7 +639,7 @@ CLAIMS = [
           "[95% CI], P(VACO > baseline); per env mean greedy / training return",
           "python -m experiments.fair_study --summary-only", "data",
           "recomputed from the committed study.csv (and final.csv): identical", True, 0.5,
-          measure_fair_study, same, show_table, "f87b943, 08a6e09, 4ea9dbd, 82b559d, 2caef67"),
+          measure_fair_study, same, show_table, "f87b943, 08a6e09, 4ea9dbd, 82b559d, 2caef67, 062dfd7"),
     Claim("gpu-throughput", "throughput ratios on an NVIDIA H200 (2048 envs, 2e7 steps)",
           "bash experiments/gpu_check.sh (device machine; step 'cartpole')", "data",
           "read from the committed throughput_cartpole.json: identical (no GPU in CI)", True,
