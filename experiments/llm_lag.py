@@ -46,7 +46,8 @@ the sampled evaluation (2 seeds × 384 problems × 4 samples) 6–6.5 s; compili
 adds ≈ 12 s. The full preset is 5 variants × 4 K × 4 seeds × 100 steps = 8000 run-steps
 (≈ 10 500 s) plus 5 × 20 evaluations of 4 seeds (≈ 1 600 s), compilation and the 1800-step
 warm start (≈ 300 s, notes §6): **≈ 3.5 hours** on 2 such cores (≈ 10 min per (variant, K)),
-3–5 h as the load varies; allow for it or split it with --variants, which resumes.
+3–5 h as the load varies; allow for it or split it with --variants or --run-ks (e.g. K = 0
+and 8 first), which resume.
 
 Resumable: every (variant, K) is written to curves.csv as soon as it finishes, and a rerun
 with the same --out skips the (variant, K) pairs already there (config.json in --out
@@ -123,6 +124,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--variants", nargs="+", default=list(LEGACY),
                    help=f"of {list(LEGACY) + list(LAG_VARIANTS)} or aliases {list(ALIASES)}")
     p.add_argument("--ks", type=int, nargs="+", default=[0, 2, 4, 8])
+    p.add_argument("--run-ks", type=int, nargs="+", default=None,
+                   help="which of --ks to run in this call (default all): split a long job, "
+                        "e.g. --run-ks 0 8 first and --run-ks 2 4 on a later call")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--steps", type=int, default=100, help="RL generation steps per run")
     p.add_argument("--eval-every", type=int, default=10)
@@ -158,6 +162,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown:
         p.error(f"unknown variants {unknown}; choose from {list(variants(args))} or "
                 f"{list(ALIASES)}")
+    args.run_ks = args.ks if args.run_ks is None else args.run_ks
+    if not set(args.run_ks) <= set(args.ks):
+        p.error(f"--run-ks {args.run_ks} must be a subset of --ks {args.ks}")
     if args.steps % args.eval_every:
         p.error(f"--eval-every ({args.eval_every}) must divide --steps ({args.steps})")
     return args
@@ -427,9 +434,9 @@ def main(argv: list[str] | None = None) -> None:
               f"{args.steps} steps, written to {curves}", flush=True)
 
     for variant in args.variants:
-        todo = [k for k in args.ks if (variant, k) not in done]
+        todo = [k for k in args.run_ks if (variant, k) not in done]
         if not todo:
-            print(f"{variant}: every K already in {curves}, skipped", flush=True)
+            print(f"{variant}: K {args.run_ks} already in {curves}, skipped", flush=True)
             continue
         run_variant(model, variant, rl_config(args, variant), params, todo, args.seeds, pool,
                     test, args.steps, args.eval_every, args.samples, args.ks, save)

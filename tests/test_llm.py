@@ -485,6 +485,10 @@ def test_llm_lag_stage_preset_summary_and_resume_rows(tmp_path):
     assert (args.seeds, args.epochs, args.warm_start_steps, args.learning_rate) == (8, 2, 1800,
                                                                                      1e-4)
     assert args.variants == ["grpo π_T", "none (IS gradient)"] and args.ks == [0, 2, 4, 8]
+    assert args.run_ks == args.ks
+    assert llm_lag.parse_args(["--stage", "working", "--run-ks", "8", "0"]).run_ks == [8, 0]
+    with pytest.raises(SystemExit):  # a K outside the grid would change max_delay and keys
+        llm_lag.parse_args(["--stage", "working", "--run-ks", "16"])
     assert llm_lag.rl_config(args, "grpo π_T").grpo_anchor == "learner"
     assert llm_lag.rl_config(args, "none (IS gradient)").vaco_filter == "none"
     default = llm_lag.parse_args([])  # the README table's settings
