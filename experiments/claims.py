@@ -362,55 +362,6 @@ def table_rows(markdown: str) -> list[list[str]]:
     return rows
 
 
-def lag_sweep_final(path: Path) -> list[dict]:
-    from experiments.lag_sweep import final_table
-
-    return final_table(read_rows(path))
-
-
-def measure_lag_sweep_tables(ctx: Context, folder: Path | None = None) -> dict:
-    """Per-env tables of mean final greedy return [95% CI], recomputed from lag_sweep.csv
-    (the committed final.csv must equal what lag_sweep.csv gives)."""
-    from experiments.lag_sweep import summary_markdown
-
-    folder = folder or RESULTS / "lag_sweep"
-    final = lag_sweep_final(folder / "lag_sweep.csv")
-    committed = read_final_csv(folder / "final.csv")
-    if [(r["env"], r["algo"], r["K"], r["seed"], r["return"]) for r in final] != \
-            [(r["env"], r["algo"], r["K"], r["seed"], r["return"]) for r in committed]:
-        raise RuntimeError("final.csv is not what lag_sweep.csv gives")
-    tables = {}
-    for block in summary_markdown(final).split("\n**")[1:]:
-        title, table = block.split("**", 1)
-        tables[title.strip("*")] = table_rows(table.split("\n", 2)[2])
-    return tables
-
-
-def read_final_csv(path: Path) -> list[dict]:
-    return [{"env": r["env"], "algo": r["algo"], "K": int(r["K"]), "seed": int(r["seed"]),
-             "step": int(r["step"]), "return": float(r["return"])} for r in read_rows(path)]
-
-
-AGGREGATE_ALGOS = ("ppo", "ppo_kl", "spo", "impala", "vaco")
-AGGREGATE_LAGS = (0, 4, 8, 16)
-
-
-def measure_lag_sweep_aggregate(ctx: Context, folder: Path | None = None) -> dict:
-    """IQM of the normalised final greedy return over the three envs, per algo and K, with
-    95% stratified-bootstrap CIs (stats defaults: 2000 reps, seed 0)."""
-    from jaxvaco.analysis import stats, tables
-
-    final = read_final_csv((folder or RESULTS / "lag_sweep") / "final.csv")
-    scores, _ = tables.score_dict_from_table(final, normalize=True, by_k=True)
-    points, cis = stats.stratified_bootstrap_ci(scores, {"IQM": stats.iqm})
-    rows = [["algo"] + [f"K = {k}" for k in AGGREGATE_LAGS]]
-    for algo in AGGREGATE_ALGOS:
-        rows.append([algo] + [f"{points[f'{algo} (K={k})'][0]:.3f} "
-                              f"[{cis[f'{algo} (K={k})'][0, 0]:.3f}, "
-                              f"{cis[f'{algo} (K={k})'][1, 0]:.3f}]" for k in AGGREGATE_LAGS])
-    return {"aggregate": rows}
-
-
 ABLATION_OBJECTIVES = ("clip β", "clip π_T (decoupled)", "TV batch β", "TV batch π_T",
                        "TV sample β", "none (IS gradient)")
 ABLATION_COLUMNS = (("behaviour", "gae"), ("behaviour", "vtrace"), ("learner", "gae"),
@@ -482,13 +433,6 @@ def measure_gpu_throughput(ctx: Context, folder: Path | None = None) -> dict:
         pair = " vs ".join(f"{name} {sps / 1e6:.1f}M" for name, sps in result["sps"].items())
         rows.append([result["title"], f"**{result['ratio']:.2f}**", pair, result["goal"]])
     return {"gpu_throughput": rows}
-
-
-def measure_lag_sweep_rerun(ctx: Context) -> dict:
-    out = ctx.tmp / "lag_sweep"
-    run_command([ctx.python, "-m", "experiments.lag_sweep", "--out", str(out),
-                 "--retry-hangs"], ctx, "lag_sweep.log")
-    return {**measure_lag_sweep_tables(ctx, out), **measure_lag_sweep_aggregate(ctx, out)}
 
 
 def measure_vaco_design(stage: str) -> Callable[[Context], dict]:
@@ -617,20 +561,6 @@ CLAIMS = [
           "python -m experiments.vaco_design --stage grid --summary-only", "data",
           "recomputed from the committed grid.csv: identical", True, 0.1,
           measure_vaco_design("grid"), same, show_table, "31e3ef0"),
-    Claim("lag-sweep-tables", "lag sweep, per env: mean final greedy return [95% CI]",
-          "python -m experiments.lag_sweep --plot-only", "data",
-          "recomputed from the committed lag_sweep.csv (and final.csv): identical", True, 0.5,
-          measure_lag_sweep_tables, same, show_table, "677d53e, 42fc30e"),
-    Claim("lag-sweep-aggregate", "lag sweep aggregate: IQM of normalised score [95% CI]",
-          "python -m experiments.check_claims --only lag-sweep-aggregate", "data",
-          "recomputed from the committed final.csv: identical", True, 0.2,
-          measure_lag_sweep_aggregate, same, show_table, "677d53e, 42fc30e"),
-    Claim("lag-sweep-rerun", "the whole lag sweep, rerun on the current code",
-          "python -m experiments.lag_sweep --out DIR", "statistical",
-          "new point estimate inside the recorded 95% CI in >= 90% of the cells "
-          "(per-env means and aggregate IQMs)", False, 330,
-          measure_lag_sweep_rerun, most_cells_inside(0.9), show_table,
-          reruns=("lag-sweep-tables", "lag-sweep-aggregate")),
     Claim("ablation", "lag ablation, per env: final greedy K = 0 → K = 16 / training K = 16",
           "python -m experiments.ablation --plot-only", "data",
           "recomputed from the committed ablation.csv (and final.csv): identical", True, 0.2,

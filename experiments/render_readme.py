@@ -198,17 +198,6 @@ def per_env_tables(record: dict, claim_id: str, caption: str, data: str) -> str:
     return "\n\n".join(parts) + footer(record, (claim_id,), data)
 
 
-def lag_sweep_tables(record: dict) -> str:
-    return per_env_tables(record, "lag-sweep-tables",
-                          " — final greedy return, mean [95% CI] over seeds",
-                          "experiments/results/lag_sweep/lag_sweep.csv")
-
-
-def lag_sweep_aggregate(record: dict) -> str:
-    return table(record["lag-sweep-aggregate"]["value"]["aggregate"]) + footer(
-        record, ("lag-sweep-aggregate",), "experiments/results/lag_sweep/final.csv")
-
-
 def ablation(record: dict) -> str:
     return per_env_tables(record, "ablation",
                           ": final greedy return K = 0 → K = 16 / final training return at "
@@ -256,9 +245,8 @@ def llm_lag(record: dict) -> str:
 
 BLOCKS: dict[str, Callable[[dict], str]] = {
     "learning": learning, "default-sweep": default_sweep, "throughput": throughput,
-    "vaco-prototype": vaco_prototype, "vaco-grid": vaco_grid, "lag-sweep-tables": lag_sweep_tables,
-    "lag-sweep-aggregate": lag_sweep_aggregate, "ablation": ablation, "sync-sweep": sync_sweep,
-    "fair-study": fair_study, "gpu-throughput": gpu_throughput,
+    "vaco-prototype": vaco_prototype, "vaco-grid": vaco_grid, "ablation": ablation,
+    "sync-sweep": sync_sweep, "fair-study": fair_study, "gpu-throughput": gpu_throughput,
     "llm-lag": llm_lag, "startup": startup, "startup-breakdown": startup_breakdown,
 }
 

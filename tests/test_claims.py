@@ -7,6 +7,8 @@ the tests), not a test.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from experiments import claims, render_readme
@@ -204,12 +206,12 @@ def test_gpu_throughput_rows_come_from_the_json(tmp_path):
 def test_a_rerun_is_compared_with_the_data_claims_it_reruns():
     """A rerun has no record of its own: it is compared with the merged records of the data
     claims it reruns, and with nothing while one of them is unrecorded."""
-    rerun = claims.BY_ID["lag-sweep-rerun"]
-    record = {"lag-sweep-tables": {"value": {"CartPole-v1": [["a"]]}, "commit": "c1"},
-              "lag-sweep-aggregate": {"value": {"aggregate": [["b"]]}, "commit": "c2"}}
+    rerun = dataclasses.replace(claims.BY_ID["sync-sweep-rerun"], reruns=("tables", "aggregate"))
+    record = {"tables": {"value": {"CartPole-v1": [["a"]]}, "commit": "c1"},
+              "aggregate": {"value": {"aggregate": [["b"]]}, "commit": "c2"}}
     assert claims.recorded_for(rerun, record) == {
         "value": {"CartPole-v1": [["a"]], "aggregate": [["b"]]}, "commit": "c1, c2"}
-    assert claims.recorded_for(rerun, {"lag-sweep-tables": record["lag-sweep-tables"]}) is None
+    assert claims.recorded_for(rerun, {"tables": record["tables"]}) is None
     assert claims.recorded_for(claims.BY_ID["sync-sweep"], record) is None
     for claim in claims.CLAIMS:
         assert claim.id.endswith("-rerun") == bool(claim.reruns), claim.id
