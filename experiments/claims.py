@@ -174,7 +174,10 @@ def show_table(value: dict) -> str:
 
 
 def parse_ci(cell: str) -> tuple[float, float, float]:
-    """'0.781 [0.736, 0.811]' -> (0.781, 0.736, 0.811)."""
+    """'0.781 [0.736, 0.811]' -> (0.781, 0.736, 0.811); '0.84 ± 0.02' -> (0.84, 0.82, 0.86)."""
+    if " ± " in cell:
+        point, half = map(float, cell.split(" ± "))
+        return point, point - half, point + half
     point, rest = cell.split(" [")
     lo, hi = rest.rstrip("]").split(", ")
     return float(point), float(lo), float(hi)
@@ -188,7 +191,7 @@ def most_cells_inside(share: float) -> Callable[[dict, dict], tuple[bool, str]]:
         for table, rows in recorded.items():
             for old_row, new_row in zip(rows, now.get(table, []), strict=False):
                 for old, new in zip(old_row[1:], new_row[1:], strict=False):
-                    if "[" not in old or "[" not in new:
+                    if not {"[", "±"} & set(old) or not {"[", "±"} & set(new):
                         continue
                     _, lo, hi = parse_ci(old)
                     total += 1
@@ -471,30 +474,50 @@ def sync_means_close(recorded: dict, now: dict) -> tuple[bool, str]:
     return not bad, "every S within 2 std" if not bad else f"S = {', '.join(bad)} outside"
 
 
-def measure_llm(folder: str) -> Callable[[Context], dict]:
-    def measure(ctx: Context) -> dict:
-        rows = read_rows(RESULTS / folder / "summary.csv")
-        ks = list(dict.fromkeys(int(r["K"]) for r in rows))
-        table = [["method"] + [f"K = {k}" for k in ks] + [f"tv/backward at K = {max(ks)}"]]
-        for method, label in (("grpo", "GRPO"), ("vaco", "GRPO + VACO")):
-            mine = {int(r["K"]): r for r in rows if r["method"] == method}
-            table.append([label] + [f"{float(mine[k]['final_acc']):.3f} ± "
-                                    f"{float(mine[k]['ci95']):.3f}" for k in ks]
-                         + [f"{float(mine[max(ks)]['tv/backward']):.3f}"])
-        return {folder: table}
-    return measure
+LLM_LAG = RESULTS / "llm_lag_working"
+"""Issue 15's lag comparison on the working RL stage (`llm_lag.py --stage working`)."""
+
+
+def llm_lag_tables(folder: Path) -> dict:
+    """From llm_lag.py's summary.csv: final held-out greedy and sampled accuracy per variant
+    and K ('mean ± 95% t half-width' over seeds), and the token TV to the behaviour policy
+    and the clip/filter fraction (averaged over training) at the largest K."""
+    rows = read_rows(folder / "summary.csv")
+    ks = sorted({int(r["K"]) for r in rows})
+    by = {(r["method"], int(r["K"])): r for r in rows}
+    tables = {}
+    for name, acc, ci in (("greedy", "final_acc", "ci95"),
+                          ("sampled", "sampled_acc", "sampled_ci95")):
+        table = [["variant"] + [f"K = {k}" for k in ks]]
+        if name == "greedy":
+            table[0] += [f"tv/backward at K = {ks[-1]}", f"clip/filter frac at K = {ks[-1]}"]
+        for method in dict.fromkeys(r["method"] for r in rows):
+            cells = [f"{float(by[method, k][acc]):.3f} ± {float(by[method, k][ci]):.3f}"
+                     if (method, k) in by else "—" for k in ks]
+            if name == "greedy":
+                last = by.get((method, ks[-1]))
+                cells += ["—", "—"] if last is None else [
+                    f"{float(last['tv/backward']):.3f}", f"{float(last['fraction']):.3f}"]
+            table.append([method] + cells)
+        tables[name] = table
+    return tables
+
+
+def measure_llm_lag(ctx: Context) -> dict:
+    return llm_lag_tables(LLM_LAG)
+
+
+def measure_llm_lag_rerun(ctx: Context) -> dict:
+    out = ctx.tmp / "llm_lag_working"
+    run_command([ctx.python, "experiments/llm_lag.py", "--stage", "working", "--out",
+                 str(out)], ctx, "llm_lag.log")
+    return llm_lag_tables(out)
 
 
 def measure_default_sweep(ctx: Context) -> dict:
     from experiments.default_sweep import OUT, summarize, summary_markdown
 
     return {"default_sweep": table_rows(summary_markdown(summarize(read_rows(OUT / "runs.csv"))))}
-
-
-def not_rerun_here(what: str) -> Callable[[Context], dict]:
-    def measure(ctx: Context) -> dict:
-        raise NotImplementedError(what)
-    return measure
 
 
 # ------------------------------------------------------------------------- the registry
@@ -583,15 +606,16 @@ CLAIMS = [
           "python experiments/sync_sweep.py --out DIR", "statistical",
           "every S: new mean final return within 2 recorded std, lag/iterations within 0.05",
           False, 2, measure_sync_rerun, sync_means_close, show_table, reruns=("sync-sweep",)),
-    Claim("llm-lag", "GRPO vs GRPO + VACO under generation lag (final held-out accuracy)",
-          "python experiments/llm_lag.py", "data",
+    Claim("llm-lag", "LLM lag comparison on the working RL stage (final held-out greedy and "
+          "sampled accuracy, mean ± 95% t-interval over 4 seeds)",
+          "python experiments/llm_lag.py --stage working", "data",
           "read from the committed summary.csv: identical", True, 0.1,
-          measure_llm("llm_lag"), same, show_table, "0f798cc"),
-    Claim("llm-lag-rerun", "the LLM lag experiment, rerun on the current code",
-          "python experiments/llm_lag.py --out DIR", "statistical",
-          "not automated yet: compare each new mean with the recorded ± interval by eye",
-          False, 40, not_rerun_here("llm_lag rerun comparison is not automated"), same,
-          show_table, reruns=("llm-lag",)),
+          measure_llm_lag, same, show_table, "dad958e"),
+    Claim("llm-lag-rerun", "the LLM lag comparison, rerun on the current code",
+          "python experiments/llm_lag.py --stage working --out DIR", "statistical",
+          "new mean inside the recorded 95% t-interval in >= 80% of the cells (4 seeds: "
+          "wide, noisy intervals)", False, 210, measure_llm_lag_rerun,
+          most_cells_inside(0.8), show_table, reruns=("llm-lag",)),
 ]
 
 BY_ID = {claim.id: claim for claim in CLAIMS}

@@ -9,11 +9,11 @@ per K; every `--eval-every` steps it measures greedy and sampled (τ = 1, `--sam
 problem) held-out accuracy per difficulty level, and logs the token TVs and the clip or
 filter fraction averaged over the steps since the last evaluation.
 
-    python experiments/llm_lag.py            # the README table, ~35 min on 2 CPU cores
+    python experiments/llm_lag.py --stage working   # issue 15's comparison, the README table
+    python experiments/llm_lag.py            # the withdrawn first table's setting, ~35 min
     python experiments/llm_lag.py --quick    # a smoke run, ~3 min
-    python experiments/llm_lag.py --stage working   # issue 15's lag comparison (below)
 
-Variants (`--variants`, by name or ASCII alias): "grpo" and "vaco" are the README table's
+Variants (`--variants`, by name or ASCII alias): "grpo" and "vaco" are the first table's
 (GRPO on β; VACO on `--vaco-anchor`, without importance weight), the defaults. Issue 15's
 comparison (`jaxvaco.llm.train.LAG_VARIANTS`):
 
@@ -94,7 +94,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LEGACY = ("grpo", "vaco")
-"""The README table's variants (`--variants` default): RLConfig changes in `variants`."""
+"""The first (withdrawn) table's variants (`--variants` default): RLConfig changes in
+`variants`."""
 ALIASES = {"grpo-beta": "grpo β", "grpo-pit": "grpo π_T", "vaco-beta": "vaco β",
            "vaco-pit": "vaco π_T", "none": "none (IS gradient)"}
 METRICS = ("reward", "length", "tv/backward", "tv/forward", "tv/total", "groups/mixed",
@@ -131,8 +132,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=100, help="RL generation steps per run")
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--warm-start-steps", type=int, default=600)
-    # The README table's configuration (RLConfig's defaults before issue 15, which retuned
-    # them for K = 0: experiments/results/llm_rl/notes.md).
+    # The first (withdrawn) table's configuration (RLConfig's defaults before issue 15,
+    # which retuned them for K = 0: experiments/results/llm_rl/notes.md).
     p.add_argument("--learning-rate", type=float, default=5e-5)
     p.add_argument("--num-prompts", type=int, default=8)
     p.add_argument("--group-size", type=int, default=8)
@@ -171,7 +172,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def variants(args: argparse.Namespace) -> dict[str, dict]:
-    """Every variant's RLConfig changes: the README table's two, then LAG_VARIANTS."""
+    """Every variant's RLConfig changes: the first table's two, then LAG_VARIANTS."""
     return {"grpo": {"algo": "grpo"}, "vaco": {"algo": "vaco", "vaco_anchor": args.vaco_anchor},
             **LAG_VARIANTS}
 

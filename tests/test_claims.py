@@ -64,6 +64,11 @@ def test_sweep_rerun_rule_counts_cells():
     half = {"t": [["algo", "K=0", "K=4"], ["ppo", "0.55 [0.5, 0.6]", "0.9 [0.8, 1.0]"]]}
     assert claims.most_cells_inside(0.9)(recorded, inside)[0]
     assert not claims.most_cells_inside(0.9)(recorded, half)[0]
+    pm = {"t": [["variant", "K = 0"], ["grpo β", "0.84 ± 0.02"]]}  # the LLM tables' cells
+    near = {"t": [["variant", "K = 0"], ["grpo β", "0.83 ± 0.1"]]}
+    far = {"t": [["variant", "K = 0"], ["grpo β", "0.87 ± 0.01"]]}
+    assert claims.most_cells_inside(1.0)(pm, near)[0]
+    assert not claims.most_cells_inside(1.0)(pm, far)[0]
     assert claims.most_cells_inside(0.5)(recorded, half)[0]
 
 
@@ -73,10 +78,34 @@ def test_data_claims_compare_exactly():
     assert not ok and "t" in note
 
 
+def test_llm_lag_tables_from_summary_csv(tmp_path):
+    """Both accuracies per variant and K as 'mean ± half-width', '—' where a (variant, K)
+    has not run; TV and clip/filter fraction at the largest K."""
+    from jaxvaco.results import write_rows
+
+    rows = [{"method": "grpo β", "K": 0, "final_acc": 0.8404, "ci95": 0.0221,
+             "sampled_acc": 0.7881, "sampled_ci95": 0.007, "tv/backward": 0.0,
+             "fraction": 0.001},
+            {"method": "grpo β", "K": 8, "final_acc": 0.81, "ci95": 0.03, "sampled_acc": 0.75,
+             "sampled_ci95": 0.02, "tv/backward": 0.0412, "fraction": 0.0234},
+            {"method": "vaco β", "K": 0, "final_acc": 0.83, "ci95": 0.01, "sampled_acc": 0.78,
+             "sampled_ci95": 0.01, "tv/backward": 0.0, "fraction": 0.0}]
+    write_rows(tmp_path / "summary.csv", rows)
+    tables = claims.llm_lag_tables(tmp_path)
+    assert tables["greedy"] == [
+        ["variant", "K = 0", "K = 8", "tv/backward at K = 8", "clip/filter frac at K = 8"],
+        ["grpo β", "0.840 ± 0.022", "0.810 ± 0.030", "0.041", "0.023"],
+        ["vaco β", "0.830 ± 0.010", "—", "—", "—"]]
+    assert tables["sampled"] == [["variant", "K = 0", "K = 8"],
+                                 ["grpo β", "0.788 ± 0.007", "0.750 ± 0.020"],
+                                 ["vaco β", "0.780 ± 0.010", "—"]]
+
+
 def test_table_rows_round_trip():
     rows = [["algo", "K=0"], ["ppo", "0.781 [0.736, 0.811]"]]
     assert claims.table_rows(render_readme.table(rows)) == rows
     assert claims.parse_ci(rows[1][1]) == (0.781, 0.736, 0.811)
+    assert claims.parse_ci("0.5 ± 0.25") == (0.5, 0.25, 0.75)
 
 
 def test_render_replaces_only_between_markers(record):

@@ -491,7 +491,7 @@ def test_llm_lag_stage_preset_summary_and_resume_rows(tmp_path):
         llm_lag.parse_args(["--stage", "working", "--run-ks", "16"])
     assert llm_lag.rl_config(args, "grpo π_T").grpo_anchor == "learner"
     assert llm_lag.rl_config(args, "none (IS gradient)").vaco_filter == "none"
-    default = llm_lag.parse_args([])  # the README table's settings
+    default = llm_lag.parse_args([])  # the first (withdrawn) table's settings
     assert default.variants == ["grpo", "vaco"] and default.epochs == 1
     assert llm_lag.rl_config(default, "vaco") == dataclasses.replace(
         RLConfig(), algo="vaco", learning_rate=5e-5, num_prompts=8, group_size=8,
