@@ -610,7 +610,7 @@ CLAIMS = [
           "sampled accuracy, mean ± 95% t-interval over 4 seeds)",
           "python experiments/llm_lag.py --stage working", "data",
           "read from the committed summary.csv: identical", True, 0.1,
-          measure_llm_lag, same, show_table, "dad958e, 7de3d46"),
+          measure_llm_lag, same, show_table, "dad958e, 7de3d46, 1e70d55"),
     Claim("llm-lag-rerun", "the LLM lag comparison, rerun on the current code",
           "python experiments/llm_lag.py --stage working --out DIR", "statistical",
           "new mean inside the recorded 95% t-interval in >= 80% of the cells (4 seeds: "
