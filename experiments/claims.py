@@ -173,6 +173,11 @@ def show_table(value: dict) -> str:
     return f"{len(value)} table(s), {cells} cells"
 
 
+def has_interval(cell: str) -> bool:
+    """Whether a table cell holds an estimate with an interval that `parse_ci` reads."""
+    return " [" in cell or " ± " in cell
+
+
 def parse_ci(cell: str) -> tuple[float, float, float]:
     """'0.781 [0.736, 0.811]' -> (0.781, 0.736, 0.811); '0.84 ± 0.02' -> (0.84, 0.82, 0.86)."""
     if " ± " in cell:
@@ -191,7 +196,7 @@ def most_cells_inside(share: float) -> Callable[[dict, dict], tuple[bool, str]]:
         for table, rows in recorded.items():
             for old_row, new_row in zip(rows, now.get(table, []), strict=False):
                 for old, new in zip(old_row[1:], new_row[1:], strict=False):
-                    if not {"[", "±"} & set(old) or not {"[", "±"} & set(new):
+                    if not (has_interval(old) and has_interval(new)):
                         continue
                     _, lo, hi = parse_ci(old)
                     total += 1
@@ -480,27 +485,26 @@ LLM_LAG = RESULTS / "llm_lag_working"
 
 def llm_lag_tables(folder: Path) -> dict:
     """From llm_lag.py's summary.csv: final held-out greedy and sampled accuracy per variant
-    and K ('mean ± 95% t half-width' over seeds), and the token TV to the behaviour policy
-    and the clip/filter fraction (averaged over training) at the largest K."""
+    and K ('mean ± 95% t half-width' over seeds, '—' where a (variant, K) has not run), and
+    in the greedy table the token TV to the behaviour policy and the clip/filter fraction
+    (averaged over training) at the largest K."""
     rows = read_rows(folder / "summary.csv")
     ks = sorted({int(r["K"]) for r in rows})
+    methods = list(dict.fromkeys(r["method"] for r in rows))
     by = {(r["method"], int(r["K"])): r for r in rows}
-    tables = {}
-    for name, acc, ci in (("greedy", "final_acc", "ci95"),
-                          ("sampled", "sampled_acc", "sampled_ci95")):
-        table = [["variant"] + [f"K = {k}" for k in ks]]
-        if name == "greedy":
-            table[0] += [f"tv/backward at K = {ks[-1]}", f"clip/filter frac at K = {ks[-1]}"]
-        for method in dict.fromkeys(r["method"] for r in rows):
-            cells = [f"{float(by[method, k][acc]):.3f} ± {float(by[method, k][ci]):.3f}"
-                     if (method, k) in by else "—" for k in ks]
-            if name == "greedy":
-                last = by.get((method, ks[-1]))
-                cells += ["—", "—"] if last is None else [
-                    f"{float(last['tv/backward']):.3f}", f"{float(last['fraction']):.3f}"]
-            table.append([method] + cells)
-        tables[name] = table
-    return tables
+
+    def accuracy_table(acc: str, ci: str) -> list[list[str]]:
+        return [["variant"] + [f"K = {k}" for k in ks]] + [
+            [m] + [f"{float(by[m, k][acc]):.3f} ± {float(by[m, k][ci]):.3f}"
+                   if (m, k) in by else "—" for k in ks] for m in methods]
+
+    greedy = accuracy_table("final_acc", "ci95")
+    greedy[0] += [f"tv/backward at K = {ks[-1]}", f"clip/filter frac at K = {ks[-1]}"]
+    for row, method in zip(greedy[1:], methods, strict=True):
+        last = by.get((method, ks[-1]))
+        row += ["—", "—"] if last is None else [f"{float(last['tv/backward']):.3f}",
+                                                 f"{float(last['fraction']):.3f}"]
+    return {"greedy": greedy, "sampled": accuracy_table("sampled_acc", "sampled_ci95")}
 
 
 def measure_llm_lag(ctx: Context) -> dict:

@@ -47,7 +47,8 @@ adds ≈ 12 s. The full preset is 5 variants × 4 K × 4 seeds × 100 steps = 80
 (≈ 10 500 s) plus 5 × 20 evaluations of 4 seeds (≈ 1 600 s), compilation and the 1800-step
 warm start (≈ 300 s, notes §6): **≈ 3.5 hours** on 2 such cores (≈ 10 min per (variant, K)),
 3–5 h as the load varies; allow for it or split it with --variants or --run-ks (e.g. K = 0
-and 8 first), which resume.
+and 8 first), which resume. [Measured, 2026-12-04, the full preset on 2 mostly idle cores:
+436–557 s per (variant, K), 4702 s for `--run-ks 0 8`; ≈ 2.5 h in all.]
 
 Resumable: every (variant, K) is written to curves.csv as soon as it finishes, and a rerun
 with the same --out skips the (variant, K) pairs already there (config.json in --out
