@@ -115,8 +115,10 @@ STAGES = {
 """--stage presets: argparse defaults, so that explicit flags override them."""
 RUN_SETTINGS = ("ks", "seeds", "steps", "eval_every", "warm_start_steps", "learning_rate",
                 "num_prompts", "group_size", "minibatches", "epochs", "vaco_anchor", "samples",
-                "test_size")
+                "test_size", "delta")
 """What config.json records: a resumed --out must have been written with the same."""
+SETTINGS_ADDED_LATER = {"delta": RLConfig.delta}
+"""Settings a config.json written before them lacks, with the value its runs used."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -142,6 +144,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, default=1, help="E: passes over each batch")
     p.add_argument("--vaco-anchor", choices=("learner", "behaviour"),
                    default=RLConfig.vaco_anchor, help="of the variant 'vaco'")
+    p.add_argument("--delta", type=float, default=RLConfig.delta,
+                   help="the VACO variants' TV threshold δ on the token mean ½|r − 1| "
+                        "(the issue-15 comparison: the default, which its token TVs never "
+                        "reached)")
     p.add_argument("--samples", type=int, default=4,
                    help="completions per held-out problem for the sampled accuracy")
     p.add_argument("--test-size", type=int, default=128, help="held-out problems per level")
@@ -167,6 +173,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.run_ks = args.ks if args.run_ks is None else args.run_ks
     if not set(args.run_ks) <= set(args.ks):
         p.error(f"--run-ks {args.run_ks} must be a subset of --ks {args.ks}")
+    if args.delta <= 0:
+        p.error(f"--delta must be > 0 (a TV threshold), got {args.delta}")
     if args.steps % args.eval_every:
         p.error(f"--eval-every ({args.eval_every}) must divide --steps ({args.steps})")
     return args
@@ -182,7 +190,8 @@ def rl_config(args: argparse.Namespace, variant: str) -> RLConfig:
     return dataclasses.replace(
         RLConfig(), learning_rate=args.learning_rate, max_delay=max(args.ks),
         num_prompts=args.num_prompts, group_size=args.group_size,
-        minibatches=args.minibatches, epochs=args.epochs, **variants(args)[variant])
+        minibatches=args.minibatches, epochs=args.epochs, delta=args.delta,
+        **variants(args)[variant])
 
 
 def run_variant(model, variant: str, rl_config: RLConfig, params, ks, seeds, pool, test,
@@ -374,6 +383,20 @@ def settings(args: argparse.Namespace) -> dict:
     return {name: getattr(args, name) for name in RUN_SETTINGS}
 
 
+def refuse_other_settings(out: Path, wanted: dict) -> None:
+    """Exit with a message when `out` already holds curves written with other settings (a
+    resumed table must not mix them); a config.json older than a setting counts as having
+    used that setting's SETTINGS_ADDED_LATER value."""
+    config_path, curves = out / "config.json", out / "curves.csv"
+    if not curves.exists():
+        return
+    recorded = ({**SETTINGS_ADDED_LATER, **json.loads(config_path.read_text())}
+                if config_path.exists() else None)
+    if recorded != wanted:
+        raise SystemExit(f"{curves} was written with other settings ({recorded}), not "
+                         f"{wanted}: choose another --out or remove it.")
+
+
 def warm_started(args, model, pool, test):
     """The SFT warm start (cached in --out) and its held-out greedy (per level) and
     sampled accuracy."""
@@ -411,11 +434,7 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     config_path, curves = args.out / "config.json", args.out / "curves.csv"
     wanted = settings(args)
-    if curves.exists():
-        recorded = json.loads(config_path.read_text()) if config_path.exists() else None
-        if recorded != wanted:
-            raise SystemExit(f"{curves} was written with other settings ({recorded}), not "
-                             f"{wanted}: choose another --out or remove it.")
+    refuse_other_settings(args.out, wanted)
     config_path.write_text(json.dumps(wanted, indent=1) + "\n")
     rows = [parse_row(r) for r in read_rows(curves)]
     done = {(r["method"], r["K"]) for r in rows}

@@ -8,6 +8,7 @@ minute on two CPU cores.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import jax
 import jax.numpy as jnp
@@ -491,6 +492,22 @@ def test_llm_lag_stage_preset_summary_and_resume_rows(tmp_path):
         llm_lag.parse_args(["--stage", "working", "--run-ks", "16"])
     assert llm_lag.rl_config(args, "grpo π_T").grpo_anchor == "learner"
     assert llm_lag.rl_config(args, "none (IS gradient)").vaco_filter == "none"
+    assert llm_lag.rl_config(args, "none (IS gradient)").delta == RLConfig.delta
+    small = llm_lag.parse_args(["--stage", "working", "--variants", "vaco-beta", "--delta",
+                                "0.005"])
+    assert llm_lag.rl_config(small, "vaco β").delta == 0.005
+    with pytest.raises(SystemExit):
+        llm_lag.parse_args(["--stage", "working", "--delta", "0"])
+    # a table written before --delta existed (its config.json has no delta) ran δ = 0.2:
+    # it resumes with the default and refuses another δ
+    before = {k: v for k, v in llm_lag.settings(args).items() if k != "delta"}
+    old = tmp_path / "before_delta"
+    old.mkdir()
+    (old / "config.json").write_text(json.dumps(before))
+    (old / "curves.csv").write_text("method,K\n")
+    llm_lag.refuse_other_settings(old, llm_lag.settings(args))
+    with pytest.raises(SystemExit, match="other settings"):
+        llm_lag.refuse_other_settings(old, {**llm_lag.settings(args), "delta": 0.005})
     default = llm_lag.parse_args([])  # the first (withdrawn) table's settings
     assert default.variants == ["grpo", "vaco"] and default.epochs == 1
     assert llm_lag.rl_config(default, "vaco") == dataclasses.replace(
