@@ -481,6 +481,8 @@ def sync_means_close(recorded: dict, now: dict) -> tuple[bool, str]:
 
 LLM_LAG = RESULTS / "llm_lag_working"
 """Issue 15's lag comparison on the working RL stage (`llm_lag.py --stage working`)."""
+LLM_LAG_DELTA = RESULTS / "llm_lag_delta"
+"""`vaco β` of that comparison with δ near its token TVs (`--delta 0.005`), same keys."""
 
 
 def llm_lag_tables(folder: Path) -> dict:
@@ -509,6 +511,10 @@ def llm_lag_tables(folder: Path) -> dict:
 
 def measure_llm_lag(ctx: Context) -> dict:
     return llm_lag_tables(LLM_LAG)
+
+
+def measure_llm_lag_delta(ctx: Context) -> dict:
+    return llm_lag_tables(LLM_LAG_DELTA)
 
 
 def measure_llm_lag_rerun(ctx: Context) -> dict:
@@ -615,6 +621,12 @@ CLAIMS = [
           "python experiments/llm_lag.py --stage working", "data",
           "read from the committed summary.csv: identical", True, 0.1,
           measure_llm_lag, same, show_table, "dad958e, 7de3d46, 1e70d55"),
+    Claim("llm-lag-delta", "token-level VACO on β with δ = 0.005, the comparison's other "
+          "settings and keys (mean ± 95% t-interval over 4 seeds)",
+          "python experiments/llm_lag.py --stage working --variants vaco-beta --delta 0.005 "
+          "--out experiments/results/llm_lag_delta", "data",
+          "read from the committed summary.csv: identical", True, 0.1,
+          measure_llm_lag_delta, same, show_table, "fa1f36d"),
     Claim("llm-lag-rerun", "the LLM lag comparison, rerun on the current code",
           "python experiments/llm_lag.py --stage working --out DIR", "statistical",
           "new mean inside the recorded 95% t-interval in >= 80% of the cells (4 seeds: "

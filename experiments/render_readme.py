@@ -11,6 +11,7 @@ everything outside the markers is hand-written prose. Edit claims.json (through
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import sys
 from collections.abc import Callable
@@ -238,12 +239,13 @@ def gpu_throughput(record: dict) -> str:
         record, ("gpu-throughput",), "experiments/results/gpu_check/throughput_cartpole.json")
 
 
-def llm_lag(record: dict) -> str:
-    value = record["llm-lag"]["value"]
+def llm_lag(record: dict, claim: str = "llm-lag", folder: str = "llm_lag_working") -> str:
+    """The greedy and sampled accuracy tables of an llm_lag.py run (claim `claim`)."""
+    value = record[claim]["value"]
     return ("**Greedy** held-out accuracy after 100 RL steps (mean ± 95% t-interval over "
             "seeds)\n\n" + table(value["greedy"])
             + "\n\n**Sampled** (τ = 1) held-out accuracy\n\n" + table(value["sampled"])
-            + footer(record, ("llm-lag",), "experiments/results/llm_lag_working/summary.csv"))
+            + footer(record, (claim,), f"experiments/results/{folder}/summary.csv"))
 
 
 BLOCKS: dict[str, Callable[[dict], str]] = {
@@ -251,6 +253,7 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "vaco-prototype": vaco_prototype, "vaco-grid": vaco_grid, "ablation": ablation,
     "sync-sweep": sync_sweep, "fair-study": fair_study, "gpu-throughput": gpu_throughput,
     "llm-lag": llm_lag, "startup": startup, "startup-breakdown": startup_breakdown,
+    "llm-lag-delta": functools.partial(llm_lag, claim="llm-lag-delta", folder="llm_lag_delta"),
 }
 
 
