@@ -35,7 +35,9 @@ found to work (notes §3: Adam's lr-sized steps follow the policy gradient's noi
 one M = 4 run, 64 completions per update, was the worst lr-1e-4 run), and the lag in
 optimizer updates is 2K rather than 4K, so K = 8 stays in the range where the K = 0
 stage's gains could survive. It writes experiments/results/llm_lag_working/. Explicit flags
-override the preset (`--stage working --seeds 8`).
+override the preset (`--stage working --seeds 8`), e.g. `--variants vaco-beta --delta 0.005
+--out experiments/results/llm_lag_delta`: VACO's filter with δ on the scale of the token TVs
+(the comparison's δ = 0.2 never fired), same keys, so its cells pair with the comparison's.
 
 Cost of `--stage working` [measured on the smoke below, 2026-12-03, 2 busy CPU cores]:
 `--stage working --warm-start-steps 100 --ks 0 8 --seeds 2 --steps 4 --eval-every 2 --out
