@@ -70,6 +70,16 @@ def test_sweep_rerun_rule_counts_cells():
     assert claims.most_cells_inside(1.0)(pm, near)[0]
     assert not claims.most_cells_inside(1.0)(pm, far)[0]
     assert claims.most_cells_inside(0.5)(recorded, half)[0]
+    # a rerun of some cells is compared by row label and column header, not position
+    two = {"t": [["algo", "K=0", "K=4"], ["ppo", "0.5 [0.4, 0.6]", "0.3 [0.2, 0.4]"],
+                 ["vaco", "0.7 [0.6, 0.8]", "0.7 [0.6, 0.8]"]]}
+    some = {"t": [["algo", "K=4"], ["vaco", "0.75 [0.7, 0.8]"]]}
+    assert claims.most_cells_inside(1.0)(two, some) == (True, "1 of 1 cells inside the "
+                                                                "recorded CI (need 100%)")
+    assert not claims.most_cells_inside(1.0)(two, {"t": [["algo", "K=4"],
+                                                         ["ppo", "0.75 [0.7, 0.8]"]]})[0]
+    assert not claims.most_cells_inside(0.5)(two, {"t": [["algo", "K=2"],
+                                                         ["ppo", "0.3 [0.2, 0.4]"]]})[0]
 
 
 def test_data_claims_compare_exactly():
