@@ -51,8 +51,9 @@ SPEC = SWEEPS / "fair_study.toml"
 LAGS = (0, 2, 4, 8, 16)
 """The columns of the summary: the spec's lag_delays."""
 DEV_ENVS = ("CartPole-v1", "Acrobot-v1", "Breakout-MinAtar")
-HELD_OUT_ENVS = ("Asterix-MinAtar", "SpaceInvaders-MinAtar", "Freeway-MinAtar", "hopper",
-                 "inverted_double_pendulum", "reacher")
+HELD_OUT_BY_DOMAIN = {"MinAtar": ("Asterix-MinAtar", "SpaceInvaders-MinAtar", "Freeway-MinAtar"),
+                      "Brax": ("hopper", "inverted_double_pendulum", "reacher")}
+HELD_OUT_ENVS = HELD_OUT_BY_DOMAIN["MinAtar"] + HELD_OUT_BY_DOMAIN["Brax"]
 CONFIG_PATHS = {"update_epochs": "update_epochs", "num_minibatches": "num_minibatches",
                 "learning_rate": "learning_rate", "ent_coef": "ent_coef",
                 "clip_coef": "clip_coef", "target_kl": "ppo_kl.target_kl",
@@ -193,11 +194,17 @@ def aggregate_rows(final: list[dict], envs: list[str]) -> list[list[str]]:
 
 
 def aggregate_tables(final: list[dict]) -> dict[str, list[list[str]]]:
-    """`aggregate_rows` of the development environments, of the held-out ones and, once
-    both have results, of all of them, each keyed 'Title (env, env, ...)'."""
+    """`aggregate_rows` of the development environments, of the held-out ones, of each
+    held-out domain once two have results (a baseline that has run on one domain's envs
+    only gets an aggregate there) and, once development and held-out envs have results, of
+    all of them, each keyed 'Title (env, env, ...)'."""
     groups = {"Development environments": present_envs(final, list(DEV_ENVS)),
               "Held-out environments": present_envs(final, list(HELD_OUT_ENVS))}
-    if all(groups.values()):
+    domains = {f"Held-out {domain}": present_envs(final, list(envs))
+               for domain, envs in HELD_OUT_BY_DOMAIN.items()}
+    if all(domains.values()):
+        groups |= domains
+    if groups["Development environments"] and groups["Held-out environments"]:
         groups["All environments"] = groups["Development environments"] + groups[
             "Held-out environments"]
     return {f"{title} ({', '.join(envs)})": aggregate_rows(final, envs)

@@ -150,6 +150,13 @@ def test_aggregate_tables_report_held_out_apart_and_all_once_both_exist():
         held_out, ["Asterix-MinAtar"])
     assert tables["All environments (CartPole-v1, Acrobot-v1, Asterix-MinAtar)"] == \
         aggregate_rows(dev + held_out, ["CartPole-v1", "Acrobot-v1", "Asterix-MinAtar"])
+    # with both held-out domains present, each is pooled on its own as well
+    brax = [{**r, "env": "reacher"} for r in held_out]
+    assert list(aggregate_tables(dev + held_out + brax)) == [
+        "Development environments (CartPole-v1, Acrobot-v1)",
+        "Held-out environments (Asterix-MinAtar, reacher)",
+        "Held-out MinAtar (Asterix-MinAtar)", "Held-out Brax (reacher)",
+        "All environments (CartPole-v1, Acrobot-v1, Asterix-MinAtar, reacher)"]
 
 
 def test_final_table_takes_each_runs_last_evaluation_and_refuses_runs_without_an_episode():
