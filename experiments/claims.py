@@ -637,7 +637,7 @@ CLAIMS = [
     Claim("llm-lag-delta", "token-level VACO on β with δ = 0.005, the comparison's other "
           "settings and keys (mean ± 95% t-interval over 4 seeds)",
           "python experiments/llm_lag.py --stage working --variants vaco-beta --delta 0.005 "
-          "--out experiments/results/llm_lag_delta", "data",
+          "--run-ks 0 4 8 --out experiments/results/llm_lag_delta", "data",
           "read from the committed summary.csv: identical", True, 0.1,
           measure_llm_lag_delta, same, show_table, "fa1f36d"),
     Claim("llm-lag-rerun", "4 of the LLM lag comparison's 20 cells (grpo β and vaco π_T at "
