@@ -616,7 +616,8 @@ CLAIMS = [
           "python -m experiments.fair_study --summary-only", "data",
           "recomputed from the committed study.csv (and final.csv): identical", True, 0.5,
           measure_fair_study, same, show_table,
-          "f87b943, 08a6e09, 4ea9dbd, 82b559d, 2caef67, 062dfd7, 1afdf72, de36ec1, a2e4f65, a09b480"),
+          "f87b943, 08a6e09, 4ea9dbd, 82b559d, 2caef67, 062dfd7, 1afdf72, de36ec1, a2e4f65, "
+          "a09b480"),
     Claim("gpu-throughput", "throughput ratios on an NVIDIA H200 (2048 envs, 2e7 steps)",
           "bash experiments/gpu_check.sh (device machine; step 'cartpole')", "data",
           "read from the committed throughput_cartpole.json: identical (no GPU in CI)", True,
