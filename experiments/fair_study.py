@@ -195,7 +195,7 @@ def aggregate_rows(final: list[dict], envs: list[str]) -> list[list[str]]:
 
 def aggregate_tables(final: list[dict]) -> dict[str, list[list[str]]]:
     """`aggregate_rows` of the development environments, of the held-out ones, of each
-    held-out domain once two have results (a baseline that has run on one domain's envs
+    held-out domain once both domains have results (a baseline that has run on one domain's envs
     only gets an aggregate there) and, once development and held-out envs have results, of
     all of them, each keyed 'Title (env, env, ...)'."""
     groups = {"Development environments": present_envs(final, list(DEV_ENVS)),

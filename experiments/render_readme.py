@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.claims import REPO, SOLVED, load_record
+from experiments.claims import LLM_LAG, LLM_LAG_DELTA, REPO, SOLVED, load_record
 
 README = REPO / "README.md"
 
@@ -239,13 +239,14 @@ def gpu_throughput(record: dict) -> str:
         record, ("gpu-throughput",), "experiments/results/gpu_check/throughput_cartpole.json")
 
 
-def llm_lag(record: dict, claim: str = "llm-lag", folder: str = "llm_lag_working") -> str:
-    """The greedy and sampled accuracy tables of an llm_lag.py run (claim `claim`)."""
+def llm_lag(record: dict, claim: str = "llm-lag", folder: Path = LLM_LAG) -> str:
+    """The greedy and sampled accuracy tables of an llm_lag.py run (claim `claim`, data in
+    `folder`, the folder its measure reads)."""
     value = record[claim]["value"]
     return ("**Greedy** held-out accuracy after 100 RL steps (mean ± 95% t-interval over "
             "seeds)\n\n" + table(value["greedy"])
             + "\n\n**Sampled** (τ = 1) held-out accuracy\n\n" + table(value["sampled"])
-            + footer(record, (claim,), f"experiments/results/{folder}/summary.csv"))
+            + footer(record, (claim,), str((folder / "summary.csv").relative_to(REPO))))
 
 
 BLOCKS: dict[str, Callable[[dict], str]] = {
@@ -253,7 +254,7 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "vaco-prototype": vaco_prototype, "vaco-grid": vaco_grid, "ablation": ablation,
     "sync-sweep": sync_sweep, "fair-study": fair_study, "gpu-throughput": gpu_throughput,
     "llm-lag": llm_lag, "startup": startup, "startup-breakdown": startup_breakdown,
-    "llm-lag-delta": functools.partial(llm_lag, claim="llm-lag-delta", folder="llm_lag_delta"),
+    "llm-lag-delta": functools.partial(llm_lag, claim="llm-lag-delta", folder=LLM_LAG_DELTA),
 }
 
 
