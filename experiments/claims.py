@@ -421,19 +421,22 @@ def measure_ablation(ctx: Context, folder: Path | None = None) -> dict:
 
 def measure_fair_study(ctx: Context, folder: Path | None = None) -> dict:
     """The fair study's aggregates (IQM [95% CI] of the normalised final greedy and training
-    return, P(VACO > baseline); development, held-out and all: `fair_study.aggregate_tables`)
-    and per env the compact 'mean greedy / mean training' table, recomputed from the
-    committed study.csv (whose final.csv must agree)."""
+    return, P(VACO > baseline); development, held-out and all: `fair_study.aggregate_tables`),
+    the policy movement at K = 16 (`fair_study.movement_rows`) and per env the compact
+    'mean greedy / mean training' table, recomputed from the committed study.csv (whose
+    final.csv must agree)."""
     from experiments import fair_study
 
     folder = folder or RESULTS / "fair_study"
-    final = fair_study.final_table(read_rows(folder / "study.csv"))
+    rows = read_rows(folder / "study.csv")
+    final = fair_study.final_table(rows)
     committed = [(r["env"], r["variant"], int(r["K"]), int(r["seed"]), float(r["greedy"]),
                   float(r["training"])) for r in read_rows(folder / "final.csv")]
     if committed != [(r["env"], r["variant"], r["K"], r["seed"], r["greedy"], r["training"])
                      for r in final]:
         raise RuntimeError("final.csv is not what study.csv gives")
     tables = fair_study.aggregate_tables(final)
+    tables[f"Policy movement at K = {fair_study.MOVEMENT_LAG}"] = fair_study.movement_rows(rows)
     for env in dict.fromkeys(r["env"] for r in final):
         tables[env] = fair_study.env_means_rows(final, env)
     return tables

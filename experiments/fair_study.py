@@ -27,8 +27,9 @@ Writes experiments/results/fair_study/: study.csv (tidy, resumable per (env, var
 final.csv (final greedy and training return per run), summary.md (per-environment tables
 of both returns, mean [95% CI]; IQM of the normalised score per K with stratified-bootstrap
 CIs, development and held-out apart; the probability that VACO improves on each baseline
-per K), {greedy,training}_return_vs_lag.{png,pdf} and learning_curves_K{0,16}.{png,pdf}
-(training return against env steps, one panel per environment).
+per K; the mean TV distance one update moves the policy at K = 16, beside the lag's),
+{greedy,training}_return_vs_lag.{png,pdf} and learning_curves_K{0,16}.{png,pdf} (training
+return against env steps, one panel per environment).
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ CONFIG_PATHS = {"update_epochs": "update_epochs", "num_minibatches": "num_miniba
                 "clip_coef": "clip_coef", "target_kl": "ppo_kl.target_kl",
                 "delta": "vaco.delta"}
 TREATMENT = "vaco"
+MOVEMENT_LAG = 16
+"""The lag whose policy movement (`movement_rows`) the summary reports."""
 
 
 TUNED_CRITIC = {"ppo": "learner"}
@@ -211,12 +214,35 @@ def aggregate_tables(final: list[dict]) -> dict[str, list[list[str]]]:
             for title, envs in groups.items() if envs}
 
 
-def summary_markdown(final: list[dict]) -> str:
-    """Aggregates (development, held-out, all), then each environment's two tables."""
+def movement_rows(rows: list[dict], k: int = MOVEMENT_LAG) -> list[list[str]]:
+    """Rows: per variant and env, how far one update moves the policy against how far the
+    policy acted on lags behind it, at lag K = `k`: the mean of `tv/forward`
+    (E_s TV(π_T, π_T+1)) / the mean of `tv/backward` (E_s TV(β, π_T)) over every logged
+    iteration of every seed."""
+    at_k = [r for r in rows if int(r["K"]) == k]
+    envs = [e for e in DEV_ENVS + HELD_OUT_ENVS if any(r["env"] == e for r in at_k)]
+    table_rows = [["variant"] + envs]
+    for variant in dict.fromkeys(r["variant"] for r in at_k):
+        cells = []
+        for env in envs:
+            cell = [r for r in at_k if (r["env"], r["variant"]) == (env, variant)]
+            means = [np.mean([float(r[column]) for r in cell if r[column] != ""] or np.nan)
+                     for column in ("tv/forward", "tv/backward")]
+            cells.append(" / ".join(f"{m:.2f}" for m in means) if cell else "—")
+        table_rows.append([variant] + cells)
+    return table_rows
+
+
+def summary_markdown(final: list[dict], rows: list[dict]) -> str:
+    """Aggregates (development, held-out, all), the policy movement at K = 16
+    (`movement_rows` of study.csv's `rows`), then each environment's two tables."""
     lines = []
-    for title, rows in aggregate_tables(final).items():
+    for title, aggregate in aggregate_tables(final).items():
         lines += [f"\n**{title}**: IQM of the normalised final return [95% "
-                  "stratified-bootstrap CI]; P(VACO > variant)\n", table(rows)]
+                  "stratified-bootstrap CI]; P(VACO > variant)\n", table(aggregate)]
+    lines += [f"\n**Policy movement at K = {MOVEMENT_LAG}**: mean `tv/forward` (one update) / "
+              "mean `tv/backward` (the lag acted under) over logged iterations and seeds\n",
+              table(movement_rows(rows))]
     for env in dict.fromkeys(r["env"] for r in final):
         for kind in ("greedy", "training"):
             lines += [f"\n**{env}**, final {kind} return, mean [95% CI] over seeds\n"]
@@ -260,7 +286,7 @@ def main() -> None:
     rows = read_rows(args.out / "study.csv")
     final = final_table(rows)
     write_rows(args.out / "final.csv", final)
-    table = summary_markdown(final)
+    table = summary_markdown(final, rows)
     (args.out / "summary.md").write_text(table + "\n")
     print(table)
     for kind in ("greedy", "training"):

@@ -208,7 +208,8 @@ def ablation(record: dict) -> str:
 
 
 def fair_study(record: dict) -> str:
-    """The aggregates (their key names the envs) with CIs, then the compact per-env tables."""
+    """The aggregates (their key names the envs) with CIs, the policy movement, then the
+    compact per-env tables."""
     value = record["fair-study"]["value"]
     parts = []
     for name, rows in value.items():
@@ -216,6 +217,11 @@ def fair_study(record: dict) -> str:
             parts.append(f"**{name}**: IQM of the normalised final return [95% "
                          "stratified-bootstrap CI] over 16 seeds; P(VACO > variant) is "
                          "rliable's probability of improvement\n\n" + table(rows))
+        elif name.startswith("Policy movement"):  # "Policy movement at K = 16"
+            parts.append(f"**{name}**: mean TV distance one update moves the policy "
+                         "(`tv/forward`) / mean TV distance between the policy acted with "
+                         "and the learner's (`tv/backward`), over every logged iteration "
+                         "of the 16 seeds\n\n" + table(rows))
         else:
             parts.append(f"**{name}**: mean final greedy / training return over 16 seeds "
                          "(95% CIs in `experiments/results/fair_study/summary.md`)\n\n"

@@ -171,3 +171,28 @@ def test_final_table_takes_each_runs_last_evaluation_and_refuses_runs_without_an
                                   "step": 4096, "greedy": -120.0, "training": -150.0}]
     with pytest.raises(SystemExit, match="no training episode.*--steps"):
         final_table(rows + [row(4096, "-130", "", seed=101)])
+
+
+def test_movement_rows_average_each_cells_logged_tv_at_the_chosen_lag_only():
+    from experiments.fair_study import movement_rows
+
+    rng = np.random.default_rng(0)
+    rows, expected = [], {}
+    for env in ("Acrobot-v1", "CartPole-v1"):
+        for variant in ("ppo", "vaco"):
+            forward, backward = rng.uniform(0, 0.2, size=(2, 3, 4))  # [seeds, iterations]
+            for k in (0, 16):
+                for seed in range(3):
+                    for i in range(4):
+                        scale = 1.0 if k == 16 else 10.0  # K = 0 rows must not count
+                        rows.append({"env": env, "variant": variant, "K": str(k),
+                                     "tv/forward": str(scale * forward[seed, i]),
+                                     "tv/backward": str(scale * backward[seed, i])})
+            rows.append({"env": env, "variant": variant, "K": "16", "tv/forward": "",
+                         "tv/backward": ""})  # an unlogged row is skipped
+            expected[env, variant] = f"{forward.mean():.2f} / {backward.mean():.2f}"
+    table_rows = movement_rows(rows, k=16)
+    assert table_rows[0] == ["variant", "CartPole-v1", "Acrobot-v1"]  # the declared order
+    for variant, *cells in table_rows[1:]:
+        assert cells == [expected["CartPole-v1", variant], expected["Acrobot-v1", variant]]
+    assert [r[0] for r in table_rows[1:]] == ["ppo", "vaco"]
