@@ -437,7 +437,7 @@ def measure_fair_study(ctx: Context, folder: Path | None = None) -> dict:
         raise RuntimeError("final.csv is not what study.csv gives")
     tables = fair_study.aggregate_tables(final)
     tables[f"Policy movement at K = {fair_study.MOVEMENT_LAG}"] = fair_study.movement_rows(rows)
-    for env in dict.fromkeys(r["env"] for r in final):
+    for env in fair_study.present_envs(final):
         tables[env] = fair_study.env_means_rows(final, env)
     return tables
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -129,7 +130,8 @@ def decimals_for(final: list[dict], env: str) -> int:
 
 
 def variants_of(final: list[dict], envs: list[str]) -> list[str]:
-    return list(dict.fromkeys(r["variant"] for r in final if r["env"] in envs))
+    """The variants run on any of `envs`, alphabetical (an algorithm's two critics adjacent)."""
+    return sorted({r["variant"] for r in final if r["env"] in envs})
 
 
 def env_rows(final: list[dict], env: str, kind: str) -> list[list[str]]:
@@ -165,7 +167,8 @@ def score_matrix(final: list[dict], variant: str, k: int, envs: list[str],
     return np.array(columns, dtype=np.float64).T
 
 
-def present_envs(final: list[dict], envs: list[str]) -> list[str]:
+def present_envs(final: list[dict], envs: Sequence[str] = DEV_ENVS + HELD_OUT_ENVS) -> list[str]:
+    """The envs of `envs` that `final` has results on, in the order of `envs`."""
     return [e for e in envs if any(r["env"] == e for r in final)]
 
 
@@ -220,9 +223,9 @@ def movement_rows(rows: list[dict], k: int = MOVEMENT_LAG) -> list[list[str]]:
     (E_s TV(π_T, π_T+1)) / the mean of `tv/backward` (E_s TV(β, π_T)) over every logged
     iteration of every seed."""
     at_k = [r for r in rows if int(r["K"]) == k]
-    envs = [e for e in DEV_ENVS + HELD_OUT_ENVS if any(r["env"] == e for r in at_k)]
+    envs = present_envs(at_k)
     table_rows = [["variant"] + envs]
-    for variant in dict.fromkeys(r["variant"] for r in at_k):
+    for variant in variants_of(at_k, envs):
         cells = []
         for env in envs:
             cell = [r for r in at_k if (r["env"], r["variant"]) == (env, variant)]
@@ -243,7 +246,7 @@ def summary_markdown(final: list[dict], rows: list[dict]) -> str:
     lines += [f"\n**Policy movement at K = {MOVEMENT_LAG}**: mean `tv/forward` (one update) / "
               "mean `tv/backward` (the lag acted under) over logged iterations and seeds\n",
               table(movement_rows(rows))]
-    for env in dict.fromkeys(r["env"] for r in final):
+    for env in present_envs(final):
         for kind in ("greedy", "training"):
             lines += [f"\n**{env}**, final {kind} return, mean [95% CI] over seeds\n"]
             lines.append(table(env_rows(final, env, kind)))
