@@ -622,7 +622,8 @@ CLAIMS = [
           "f87b943, 08a6e09, 4ea9dbd, 82b559d, 2caef67, 062dfd7, 1afdf72, de36ec1, a2e4f65, "
           "a09b480, 5221383, d68ec86, 31512c6, a3b39af, ec3b909, 6ab0084, 0c77779, 45383da, "
           "d8b94da, 4660dba, 90dc78a, 0e277cb, 3f4e45f, 5d88802, 394a50d, 492c552, 77b09ba, "
-          "2f709c7, 23799ff, cd2ca56, dbda32d, 664b022, df9455b, 417d247, ed10a2f, 015da28"),
+          "2f709c7, 23799ff, cd2ca56, dbda32d, 664b022, df9455b, 417d247, ed10a2f, 015da28, "
+          "2e214bb"),
     Claim("gpu-throughput", "throughput ratios on an NVIDIA H200 (2048 envs, 2e7 steps)",
           "bash experiments/gpu_check.sh (device machine; step 'cartpole')", "data",
           "read from the committed throughput_cartpole.json: identical (no GPU in CI)", True,
