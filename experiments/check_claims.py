@@ -44,12 +44,13 @@ def current_commit() -> str:
 
 
 def commit_date(commits: str) -> str:
-    """Date of the first commit named in `commits` ("abc1234, def5678"), '' if none."""
+    """Date of the last commit named in `commits` ("abc1234, def5678"): when the data was
+    last added to; '' if none."""
     if not commits:
         return ""
-    first = commits.split(",")[0].split()[0]
+    last = commits.split(",")[-1].split()[0]
     return subprocess.run(["git", "show", "-s", "--format=%ad", "--date=format-local:%Y-%m-%d "
-                           "%H:%M UTC", first], cwd=registry.REPO, capture_output=True,
+                           "%H:%M UTC", last], cwd=registry.REPO, capture_output=True,
                           text=True, env={"TZ": "UTC"}).stdout.strip()
 
 
