@@ -3,7 +3,8 @@
 Cells: critic {behaviour, learner} × advantage {GAE, V-trace (normalise-then-weight)} ×
 policy objective {PPO-clip on β, decoupled PPO-clip on π_T, TV batch filter on β, TV batch
 filter on π_T, TV sample filter on β, no constraint (the plain importance-weighted
-gradient r·Â)}, plus δ ∈ {0.05, 0.1, 0.4} around VACO's default cell (δ = 0.2). Every cell
+gradient r·Â)}, plus δ ∈ {0.05, 0.1, 0.4} around VACO's default cell (δ = 0.2) and the same
+budget for PPO's knob, ε ∈ {0.05, 0.1, 0.4} around the clip's cell on β (ε = 0.2). Every cell
 is a configuration of the same trainer (an algorithm is critic × estimator × anchor ×
 objective); the importance weight π_T/β enters once (`Algorithm.importance_weight`).
 Labels: "vaco" objectives are the paper's TV filter [paper]; the critic/estimator/anchor

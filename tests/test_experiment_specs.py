@@ -59,6 +59,9 @@ def ablation_runs() -> dict[tuple[str, str], TrainConfig]:
     for delta in (0.05, 0.1, 0.4):
         variants[f"TV batch β | learner | gae | δ={delta}"] = ablation_cell(
             "TV batch β", "learner", "gae", delta=delta)
+    for epsilon in (0.05, 0.1, 0.4):
+        variants[f"clip β | learner | gae | ε={epsilon}"] = {
+            **ablation_cell("clip β", "learner", "gae"), "clip_coef": epsilon}
     return {(env, name): old_config(ABLATION_BASE, env, {
         "num_seeds": 8, "total_timesteps": DEV_BUDGETS[env], **overrides}, (0, 4, 16))
         for env in ("Acrobot-v1", "CartPole-v1", "Breakout-MinAtar")
