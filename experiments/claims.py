@@ -614,7 +614,7 @@ CLAIMS = [
           "python -m experiments.ablation --plot-only", "data",
           "recomputed from the committed ablation.csv (and final.csv): identical", True, 0.2,
           measure_ablation, same, show_table, "b5c21f6, c6a35c2, 6dae53a, 9a8ac49, 642dcc1, "
-                                              "ed6639d"),
+                                              "ed6639d, 672eae9"),
     Claim("fair-study", "fair lag study: IQM of normalised final greedy / training return "
           "[95% CI], P(VACO > baseline); per env mean greedy / training return",
           "python -m experiments.fair_study --summary-only", "data",
