@@ -54,6 +54,7 @@ def ablation_cell(objective: str, critic: str, estimator: str, **extra) -> dict:
 
 
 def ablation_runs() -> dict[tuple[str, str], TrainConfig]:
+    """The old script's cells, plus PPO's ε cells (added to the spec on 2026-12-05)."""
     variants = {f"{o} | {c} | {e}": ablation_cell(o, c, e) for o in OBJECTIVES
                 for c in ("behaviour", "learner") for e in ("gae", "vtrace")}
     for delta in (0.05, 0.1, 0.4):
@@ -162,7 +163,7 @@ def assert_spec_builds(spec, expected: dict[tuple[str, str], TrainConfig], lags,
         assert config.results_dir == str(tmp_path / spec.name / "runs")
 
 
-def test_ablation_spec_is_the_old_script(tmp_path):
+def test_ablation_spec_is_the_old_script_plus_the_epsilon_cells(tmp_path):
     spec = experiment_spec(ablation.SPEC, tmp_path)
     assert spec.lag_delays == ablation.LAGS
     assert_spec_builds(spec, ablation_runs(), ablation.LAGS, tmp_path)
