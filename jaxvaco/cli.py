@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
+import os
 import signal
 import sys
+import traceback
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import tyro
 
@@ -46,6 +50,50 @@ class TrainArgs:
     non-finite values. config.json records each change and the iteration it applies from."""
 
 
+class UsageError(Exception):
+    """The command line could not be parsed (tyro's message, as one line)."""
+
+
+BOX_DRAWING = "╭╮╰╯│─┃━┏┓┗┛"
+
+
+def usage_line(framed: str) -> str:
+    """tyro's framed error as one line: the box's title and the text before its first rule.
+
+    ╭─ Value error ─╮ / │ Error parsing --num-envs: ... │ / │ ──── │ / ... becomes
+    "Value error: Error parsing --num-envs: ..."."""
+    title, body = "", []
+    for raw in framed.splitlines():
+        line = raw.strip()
+        if line.startswith("╭"):
+            title = line.strip(BOX_DRAWING + " ")
+            continue
+        text = line.strip(BOX_DRAWING + " ")
+        if line.startswith("│") and not text and line.strip("│ "):  # a rule: the text ended
+            break
+        if text:
+            body.append(text)
+    message = " ".join(" ".join(body).split())
+    if not message.startswith(title):
+        message = f"{title}: {message}" if title and message else message or title
+    return message or " ".join(framed.split())
+
+
+def parse_args(kind: type, argv: list[str], **options: Any) -> Any:
+    """`tyro.cli(kind, args=argv, ...)`; a parse error raises UsageError with one line
+    (--help still prints tyro's help and exits)."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            return tyro.cli(kind, args=argv, **options)
+    except SystemExit as exit_:
+        if not exit_.code:
+            sys.stderr.write(captured.getvalue())
+            raise
+        raise UsageError(f"{usage_line(captured.getvalue())} (see {options['prog']} --help)"
+                         ) from None
+
+
 def option_value(argv: list[str], name: str) -> str | None:
     """The value of `--name VALUE` or `--name=VALUE` in argv, read before tyro parses."""
     for i, arg in enumerate(argv):
@@ -56,8 +104,8 @@ def option_value(argv: list[str], name: str) -> str | None:
     return None
 
 
-FAILURES = ((RunFileError, "error: ", 2), (ConfigError, None, 2), (NonFiniteError, "", 1),
-            (RunWriteError, "error: ", 1), (OSError, "error: ", 1))
+FAILURES = ((UsageError, "", 2), (RunFileError, "error: ", 2), (ConfigError, None, 2),
+            (NonFiniteError, "", 1), (RunWriteError, "error: ", 1), (OSError, "error: ", 1))
 """Expected failures: kind, message prefix (None: the command's own), exit status."""
 
 
@@ -106,10 +154,13 @@ def train_command(argv: list[str]) -> int:
         default = resume_defaults(Path(resume)) if resume else TrainArgs()
     except ConfigError as error:
         return report_failure(error, "")
-    args = tyro.cli(TrainArgs, args=argv, default=default, prog="jaxvaco train",
-                    description="Train an agent; all seeds run in one compiled program. "
-                                f"Compilation cache: {describe_default()} "
-                                "(--compilation-cache DIR|off, $JAXVACO_CACHE_DIR).")
+    try:
+        args = parse_args(TrainArgs, argv, default=default, prog="jaxvaco train",
+                          description="Train an agent; all seeds run in one compiled program. "
+                                      f"Compilation cache: {describe_default()} "
+                                      "(--compilation-cache DIR|off, $JAXVACO_CACHE_DIR).")
+    except UsageError as error:
+        return report_failure(error, "")
     if args.resume_with_changes and not args.resume:
         return report_failure(ConfigError("--resume-with-changes needs --resume DIR (the run "
                                           "to continue)."), "invalid configuration: ")
@@ -141,7 +192,7 @@ class SweepArgs:
 
 
 def sweep_command(argv: list[str]) -> int:
-    from jaxvaco.sweep import load_sweep_file, long_lags, run_sweep
+    from jaxvaco.sweep import load_sweep_file, long_lags, run_sweep, validate_sweep
 
     path = argv[0] if argv and not argv[0].startswith("-") else None
     rest = argv[1:] if path else argv
@@ -149,11 +200,14 @@ def sweep_command(argv: list[str]) -> int:
         default = SweepArgs(sweep=load_sweep_file(Path(path))) if path else SweepArgs()
     except ConfigError as error:
         return report_failure(error, "")
-    args = tyro.cli(SweepArgs, args=rest, default=default, prog="jaxvaco sweep [FILE.toml]",
-                    description="Run a grid of envs × algos × lags × seeds; FILE.toml gives "
-                                "the defaults, flags override them.")
     try:
-        warn(long_lags(args.sweep))
+        args = parse_args(SweepArgs, rest, default=default, prog="jaxvaco sweep [FILE.toml]",
+                          description="Run a grid of envs × algos × lags × seeds; FILE.toml "
+                                      "gives the defaults, flags override them.")
+    except UsageError as error:
+        return report_failure(error, "")
+    try:
+        warn(long_lags(validate_sweep(args.sweep)))
         result = run_sweep(args.sweep, args.control)
     except (ConfigError, RunWriteError, OSError) as error:
         return report_failure(error, "invalid sweep: ")
@@ -178,8 +232,11 @@ class PlotArgs:
 def plot_command(argv: list[str]) -> int:
     from jaxvaco.results import plot_results
 
-    args = tyro.cli(PlotArgs, args=argv, prog="jaxvaco plot",
-                    description="Plot a sweep or a run as PNG and PDF.")
+    try:
+        args = parse_args(PlotArgs, argv, prog="jaxvaco plot",
+                          description="Plot a sweep or a run as PNG and PDF.")
+    except UsageError as error:
+        return report_failure(error, "")
     try:
         paths = plot_results(args.directory, args.out, args.metric)
     except (ConfigError, KeyError, ValueError) as error:
@@ -196,39 +253,89 @@ COMMANDS = {"train": train_command, "sweep": sweep_command, "plot": plot_command
 
 
 def main(argv: list[str] | None = None) -> int:
-    as_process = argv is None  # the `jaxvaco` command itself, not a call from Python
+    """Run one command; its exit status. As the `jaxvaco` process itself (argv None), every
+    way out goes through `exit_process`: interrupts before or after training end with one
+    line, a bug with its traceback, and never with the interpreter's teardown."""
+    as_process = argv is None
     argv = sys.argv[1:] if argv is None else argv
+    if as_process:
+        interrupt_at_once()
+        one_line_warnings()
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
-        return 0
+        return exit_process(0) if as_process else 0
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         print(f"jaxvaco: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
-        return 2
-    code = COMMANDS[command](rest)
-    if as_process:
-        fast_exit(code)
-    return code
+        return exit_process(2) if as_process else 2
+    if not as_process:
+        return COMMANDS[command](rest)
+    try:
+        code = COMMANDS[command](rest)
+    except SystemExit as exit_:  # tyro's --help, or argparse
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BrokenPipeError:  # the reader of stdout left (`jaxvaco train --help | head`)
+        code = 128 + signal.SIGPIPE
+    except Exception:  # noqa: BLE001 - a bug: show it, then leave like every other exit
+        traceback.print_exc()
+        code = 1
+    return exit_process(code)
 
 
-def fast_exit(code: int) -> None:
-    """End the process now: run the atexit handlers and flush, then skip the interpreter's
-    teardown (freeing XLA's compiled programs, thread pools and every module's objects took
-    0.5-3 s at the end of each command). Every file jaxvaco writes is closed by then. Only
-    when no other thread runs (a normal exit would wait for it); else return."""
-    import atexit
-    import os
-    import threading
+INTERRUPTED = ("jaxvaco: stopped by {name}; every file written before it is intact (a run "
+               "that had saved a checkpoint continues with jaxvaco train --resume DIR).")
 
-    if threading.active_count() > 1:
-        return
-    atexit._run_exitfuncs()
+
+def interrupt_at_once() -> None:
+    """SIGINT/SIGTERM outside the training loop: one line, exit 128 + signal, at once.
+
+    Start-up runs tracing in Python and compilation in background threads inside XLA; a
+    KeyboardInterrupt there unwinds through them (a traceback, then a crash in the
+    interpreter's teardown). The host loop (`jaxvaco.runner.StopSignals`) replaces this
+    handler while it trains, so a signal then stops at a chunk boundary with a checkpoint,
+    and puts it back afterwards (a second signal then ends the process here). Files are
+    written atomically (a temporary file and a rename; orbax's steps likewise), so leaving
+    at any instant loses at most the file being written, never an earlier one."""
+
+    def handle(signum: int, frame: object) -> None:
+        print(INTERRUPTED.format(name=signal.Signals(signum).name), file=sys.stderr)
+        exit_process(128 + signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handle)
+
+
+def one_line_warnings() -> None:
+    """Warnings (jaxvaco's, orbax's, JAX's) as one `jaxvaco: warning:` line each."""
+    import warnings
+
+    def format_warning(message, category, filename, lineno, line=None) -> str:
+        return f"jaxvaco: warning: {' '.join(str(message).split())}\n"
+
+    warnings.formatwarning = format_warning
+
+
+def exit_process(code: int) -> int:
+    """End the process now, whatever other threads are doing: flush the standard streams
+    and the logging handlers, then `os._exit`.
+
+    The interpreter's own teardown is what must be avoided: XLA compiles in background
+    threads (`jaxvaco.programs.Program.compile_ahead`), orbax and the progress bar keep
+    threads of their own, and tearing the interpreter down under them aborts the process
+    (`FATAL: exception not rethrown`, exit 134) or makes orbax schedule work after
+    shutdown. Every file jaxvaco writes is complete by now (checkpoints are waited for in
+    `runner.run`), and the work left in those threads is not needed: abandoning it is
+    safe. It also skips freeing XLA's programs and every module's objects (0.5-3 s)."""
+    import logging
+
+    logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
     os._exit(code)
+    return code  # not reached; for callers that expect a status
 
 
 if __name__ == "__main__":

@@ -68,15 +68,28 @@ def write_json(path: Path, data: Any) -> None:
     tmp.replace(path)
 
 
-RUN_FILES = ("config.json", "metrics.jsonl", "checkpoints")
+RUN_FILES = ("metrics.jsonl", "checkpoints")
+"""What makes a folder hold a run: results or checkpoints. A folder with only config.json
+(and runs.json) is a run that never finished its first chunk (stopped during start-up, or
+refused after its folder was made): a fresh run may take it over."""
+
+
+def trained(run_dir: Path) -> list[str]:
+    """The results a run folder holds (`RUN_FILES` that exist and are not empty)."""
+    found = []
+    for name in RUN_FILES:
+        path = run_dir / name
+        if path.is_dir() and any(path.iterdir()) or path.is_file() and path.stat().st_size:
+            found.append(name)
+    return found
 
 
 def prepare_run_dir(config: TrainConfig, control: RunControl) -> tuple[TrainConfig, Path]:
-    """Name and create a fresh run directory; refuse one that holds another run's files."""
+    """Name and create a fresh run directory; refuse one that holds another run's results."""
     if not config.run_name:
         config = dataclasses.replace(config, run_name=default_run_name(config))
     run_dir = Path(config.results_dir) / config.run_name
-    found = [name for name in RUN_FILES if (run_dir / name).exists()]
+    found = trained(run_dir)
     if found:
         raise ConfigError(f"{run_dir} already holds a run ({', '.join(found)}): continue it "
                           f"with --resume {run_dir}, pick another --run-name, or delete the "
@@ -155,16 +168,24 @@ def complete_message(run_dir: Path, config: TrainConfig) -> str:
 
 
 def resume_run_dir(config: TrainConfig, grid: Grid | None, run_dir: Path,
-                   iterations_done: int, control: RunControl, allow_changes: bool = False
-                   ) -> tuple[TrainConfig, Grid]:
+                   iterations_done: int, control: RunControl, allow_changes: bool = False,
+                   record: dict | None = None) -> tuple[TrainConfig, Grid]:
     """Check that (config, grid) continue the run in run_dir; update its config.json.
 
-    Only fields that change nothing computed (see `jaxvaco.checkpoint.resume_conflicts`)
-    may differ from config.json; the grid must be the same (None = the saved one). With
-    `allow_changes`, hyperparameters that change no array shape may differ too; config.json
-    records them under "resume_changes" with the iteration they apply from.
+    `record`: the configuration and grid the newest checkpoint was written with
+    (`Checkpointer.recorded`), which decides over config.json and runs.json (a user may have
+    edited or lost those); without one (no checkpoint, or one written before records) the
+    files decide. Only fields that change nothing computed (see
+    `jaxvaco.checkpoint.resume_conflicts`) may differ; the grid must be the same (None = the
+    saved one). With `allow_changes`, hyperparameters that change no array shape may differ
+    too; config.json records them under "resume_changes" with the iteration they apply from.
     """
     saved, saved_grid = load_run_dir(run_dir)
+    source = "config.json"
+    if record is not None:
+        saved = from_dict(record.get("config", {}), f"checkpoint {iterations_done} of {run_dir}")
+        saved_grid = record.get("grid", saved_grid)
+        source = f"checkpoint {iterations_done}, which records the configuration it was made with"
     config = dataclasses.replace(config, results_dir=str(run_dir.parent), run_name=run_dir.name)
     problems = resume_conflicts(saved, config, iterations_done)
     changeable = hyperparam_changes(saved, config)
@@ -174,7 +195,7 @@ def resume_run_dir(config: TrainConfig, grid: Grid | None, run_dir: Path,
         problems.append(f"grid: {saved_grid} -> {grid}")
     if problems:
         raise ConfigError(resume_refusal(run_dir, problems, allow_changes,
-                                         set(problems) <= set(changeable)))
+                                         set(problems) <= set(changeable), source))
     history = read_run_record(run_dir).get("resume_changes", [])
     if accepted:
         history = [*history, {"iteration": iterations_done, "changes": accepted}]
@@ -183,9 +204,10 @@ def resume_run_dir(config: TrainConfig, grid: Grid | None, run_dir: Path,
 
 
 def resume_refusal(run_dir: Path, problems: list[str], allowed_changes: bool,
-                   all_changeable: bool) -> str:
+                   all_changeable: bool, source: str = "config.json") -> str:
     """Why a resume is refused, and what to do instead."""
-    head = f"Cannot resume {run_dir} with a changed experiment: {'; '.join(problems)}."
+    head = (f"Cannot resume {run_dir} with a changed experiment (compared with {source}): "
+            f"{'; '.join(problems)}.")
     if allowed_changes:
         return (f"{head} --resume-with-changes accepts only values that change no array shape "
                 "(learning rate, γ, λ, loss coefficients, δ, ρ̄, c̄, target KL); start a new run "
@@ -206,15 +228,31 @@ def open_run(config: TrainConfig, grid: Grid | None, control: RunControl,
                  if control.keep_checkpoints else None)
         return config, grid, run_dir, store
     saved = load_run_dir(resume)[0]  # fails before creating anything when no run directory
-    if not checkpoint_steps(resume) and recorded_iterations(resume) >= saved.num_iterations:
-        raise RunAlreadyComplete(complete_message(resume, saved))
+    if not checkpoint_steps(resume):
+        if recorded_iterations(resume) >= saved.num_iterations:
+            raise RunAlreadyComplete(complete_message(resume, saved))
+        refuse_restart(resume)
     if not control.keep_checkpoints:
         raise ConfigError("Resuming needs checkpoints: --keep-checkpoints must be > 0.")
     store = Checkpointer(resume / "checkpoints", control.keep_checkpoints)
     try:
-        done = store.steps()[-1] if store.steps() else 0
-        config, grid = resume_run_dir(config, grid, resume, done, control, allow_changes)
+        steps = store.steps()
+        done = steps[-1] if steps else 0
+        record = store.recorded(done) if steps else None
+        config, grid = resume_run_dir(config, grid, resume, done, control, allow_changes,
+                                      record)
     except ConfigError:
         store.close()
         raise
     return config, grid, resume, store
+
+
+def refuse_restart(run_dir: Path) -> None:
+    """RunFileError when run_dir has results but no checkpoint to continue them from:
+    training from iteration 0 would overwrite them."""
+    metrics = run_dir / "metrics.jsonl"
+    if metrics.exists() and metrics.stat().st_size:
+        raise RunFileError(f"{run_dir} has no checkpoint to continue from, but {metrics} holds "
+                           f"results (up to iteration {recorded_iterations(run_dir)}); "
+                           "resuming would train from iteration 0 over them. Start a new run "
+                           "(another --run-name), or move metrics.jsonl away to retrain here.")

@@ -44,7 +44,15 @@ from jaxvaco.compilation import COMPILE_CLOCK, Stopwatch, configure_cache
 from jaxvaco.config import ConfigError, RunFileError, TrainConfig, to_dict
 from jaxvaco.hparams import Hyperparams, hyperparams_from_config
 from jaxvaco.programs import ProgramCache
-from jaxvaco.run_dir import Grid, RunControl, grid_as_json, load_run_control, open_run, write_json
+from jaxvaco.run_dir import (
+    Grid,
+    RunControl,
+    grid_as_json,
+    load_run_control,
+    open_run,
+    refuse_restart,
+    write_json,
+)
 from jaxvaco.sinks import Sinks, open_sinks, read_rows
 from jaxvaco.train import Trainer, TrainState, make_train
 from jaxvaco.validation import validate
@@ -291,6 +299,7 @@ class Session:
     compiled: Compiled
     store: Checkpointer | None
     control: RunControl
+    record: dict = dataclasses.field(default_factory=dict)  # config and grid, per checkpoint
     sinks: Sinks | None = None
     started: float = 0.0  # time.time() when the run began: compile time is counted from it
     watch: Stopwatch = dataclasses.field(default_factory=Stopwatch)
@@ -304,6 +313,7 @@ class Session:
                                                                         keys, self.hp))
         if restored is None:
             if resume:
+                refuse_restart(self.run_dir)
                 warnings.warn(f"No checkpoint in {self.run_dir}: starting from the beginning.",
                               stacklevel=3)
             return self.compiled.init(keys, self.hp), LoopState(), []
@@ -334,7 +344,7 @@ class Session:
             return
         t0 = time.time()
         loop.metrics_bytes = self.sinks.jsonl.sync()
-        self.store.save(loop.iteration, state, dataclasses.asdict(loop))
+        self.store.save(loop.iteration, state, dataclasses.asdict(loop), self.record)
         self.watch.add("checkpoint", t0)
 
     def checkpoint_due(self, loop: LoopState) -> bool:
@@ -420,7 +430,8 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
         runs, keys, hp = expand_runs(config, grid)
         write_json(run_dir / "runs.json", {"grid": grid_as_json(grid), "runs": runs})
         compiled = Compiled(make_train(config), cache_dir)
-        session = Session(config, run_dir, runs, hp, compiled, store, control,
+        record = {"config": to_dict(config), "grid": grid_as_json(grid)}
+        session = Session(config, run_dir, runs, hp, compiled, store, control, record,
                           started=started, watch=watch)
         state, loop, rows = session.start(keys, resume is not None)
         already_complete = loop.iteration >= config.num_iterations

@@ -24,7 +24,7 @@ import orbax.checkpoint as ocp
 import pytest
 from flax import struct
 
-from jaxvaco import runner
+from jaxvaco import checkpoint, runner
 from jaxvaco.checkpoint import Checkpointer
 from jaxvaco.cli import main
 from jaxvaco.config import ConfigError, EvalConfig, RunFileError, TrainConfig
@@ -162,8 +162,9 @@ def test_checkpoints_are_complete_and_kept_to_the_last_three(interrupted):
 
 
 def test_corrupted_newest_checkpoint_falls_back(interrupted, tmp_path):
-    """Newest step unreadable, plus a half-written tmp step: resume warns, continues from
-    the step before, truncates metrics.jsonl there and ends bit-identical."""
+    """Newest step damaged (its bytes differ from its digest), plus a half-written tmp step:
+    resume warns, deletes it, continues from the step before, truncates metrics.jsonl there
+    and ends bit-identical."""
     run_dir = tmp_path / "copy"
     shutil.copytree(interrupted["run"], run_dir)
     for path in (run_dir / "checkpoints" / str(TOTAL_ITERATIONS) / "state").rglob("*"):
@@ -172,7 +173,7 @@ def test_corrupted_newest_checkpoint_falls_back(interrupted, tmp_path):
     (run_dir / "checkpoints" / "99.orbax-checkpoint-tmp-1").mkdir()
     returncode, stderr = finish(cli(["--resume", str(run_dir)], interrupted["cache"]))
     assert returncode == 0, stderr
-    assert f"{TOTAL_ITERATIONS} is unreadable" in stderr
+    assert f"{TOTAL_ITERATIONS} is damaged" in stderr
     assert_same_run(interrupted["ref"], run_dir)
 
 
@@ -199,6 +200,67 @@ def test_checkpoint_of_another_state_layout_is_refused_and_kept(tmp_path):
                        r"has \['lag'\]\).*start a new run"):
         store.restore(jax.eval_shape(lambda: New(jnp.ones(2), jnp.zeros((3, 2)))))
     assert store.steps() == [4]
+    store.close()
+
+
+@struct.dataclass
+class Small:
+    params: jax.Array
+    lag: jax.Array
+
+
+def small_checkpoints(directory: Path, steps: tuple[int, ...] = (2, 4)) -> None:
+    """Sealed checkpoints of a two-field state, one per step, closed."""
+    store = Checkpointer(directory, keep=3)
+    for step in steps:
+        store.save(step, Small(jnp.full(2, step, jnp.float32), jnp.zeros((3, 2))), {"chunk": step},
+                   {"config": {"num_envs": 8}, "grid": {}})
+    store.close()
+
+
+def flip_one_byte(step_dir: Path) -> None:
+    """Change one byte in the middle of the step's largest data file."""
+    files = [p for p in step_dir.rglob("*") if p.is_file() and p.name not in checkpoint.UNSEALED]
+    path = max(files, key=lambda p: p.stat().st_size)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_step_whose_bytes_differ_from_its_digest_is_deleted(tmp_path):
+    small_checkpoints(tmp_path)
+    assert all((tmp_path / str(s) / checkpoint.DIGEST).is_file() for s in (2, 4))
+    flip_one_byte(tmp_path / "4")
+    store = Checkpointer(tmp_path, keep=3)
+    with pytest.warns(UserWarning, match=r"/4 is damaged"):
+        step, state, host = store.restore(jax.eval_shape(lambda: Small(jnp.ones(2),
+                                                                       jnp.zeros((3, 2)))))
+    assert step == 2 and host == {"chunk": 2} and np.all(np.asarray(state.params) == 2)
+    assert store.steps() == [2]
+    store.close()
+
+
+@pytest.mark.parametrize("sealed", [True, False], ids=["intact", "without-digest"])
+def test_a_step_that_cannot_be_restored_but_is_not_proven_damaged_is_kept(tmp_path, sealed):
+    """Another shape (a config edited by hand) or an old step without a digest: refused with
+    the reason, every file kept."""
+    small_checkpoints(tmp_path)
+    if not sealed:
+        (tmp_path / "4" / checkpoint.DIGEST).unlink()
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    store = Checkpointer(tmp_path, keep=3)
+    other_shape = jax.eval_shape(lambda: Small(jnp.ones(5), jnp.zeros((3, 2))))
+    proof = "match the digest" if sealed else "has no digest"
+    with pytest.raises(RunFileError, match=f"4 cannot be restored.*{proof}.*It is kept"):
+        store.restore(other_shape)
+    store.close()
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_a_checkpoint_records_the_configuration_it_was_made_with(tmp_path):
+    small_checkpoints(tmp_path)
+    store = Checkpointer(tmp_path, keep=3)
+    assert store.recorded(4) == {"config": {"num_envs": 8}, "grid": {}}
     store.close()
 
 
