@@ -27,6 +27,7 @@ import dataclasses
 import os
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import jax
@@ -75,6 +76,26 @@ def describe_default() -> str:
     return "off" if where is None else str(where)
 
 
+_said_unusable: set[str] = set()
+
+
+def _check_writable(directory: Path) -> None:
+    """OSError unless a file can be created (and removed) in `directory`."""
+    probe = directory / f".jaxvaco-write-test-{os.getpid()}"
+    probe.write_bytes(b"")
+    probe.unlink()
+
+
+def _say_unusable(path: str, error: OSError) -> None:
+    """One warning line per unusable cache location and process."""
+    if path in _said_unusable:
+        return
+    _said_unusable.add(path)
+    reason = error.strerror or str(error)
+    warnings.warn(f"the compilation cache {path} cannot be used ({reason}); compiling without "
+                  "it (choose another with --compilation-cache DIR, or `off`).", stacklevel=3)
+
+
 def configure_cache(option: str = "auto") -> Path | None:
     """Point JAX's persistent compilation cache at `resolve_cache_dir(option)` (or switch
     it off); returns the directory. Idempotent; a change mid-process takes effect for the
@@ -87,8 +108,10 @@ def configure_cache(option: str = "auto") -> Path | None:
     if path is not None:
         try:
             Path(path).mkdir(parents=True, exist_ok=True)
-        except OSError:
-            path = None  # an unwritable location must not stop training
+            _check_writable(Path(path))
+        except OSError as error:  # an unusable location must not stop training
+            _say_unusable(path, error)
+            path = None
     wanted = (path is not None, path)
     current = (bool(jax.config.jax_enable_compilation_cache), jax.config.jax_compilation_cache_dir)
     if path is not None:

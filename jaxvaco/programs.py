@@ -20,9 +20,12 @@ executable in the persistent cache. The exported program is the one the jit path
 lowers (one function, flattened arguments), so the numbers are the same: tested
 bit for bit against `jax.jit` in tests/test_compilation.py.
 
-Anything unexpected (a program `jax.export` cannot serialise, a damaged or unreadable
-entry, an unwritable directory, `flatbuffers` missing) falls back to the plain jit path:
-the cache can make a run start faster, never fail. It lives beside JAX's cache (in its
+Each entry starts with the SHA-256 of the rest of it. Anything unexpected falls back to
+the plain jit path, so the cache can make a run start faster, never fail: a program
+`jax.export` cannot serialise; an entry whose digest does not match (a flipped byte, a
+truncated write) or that cannot be deserialised or called, which is also removed, with
+one warning line; an unwritable directory (said once; a half-written temporary file is
+removed); `flatbuffers` missing. It lives beside JAX's cache (in its
 ``jaxvaco-programs`` folder), is switched off with it, and may be deleted at any time.
 Single-device programs only: sharded ones keep the jit path.
 """
@@ -38,6 +41,7 @@ import os
 import pickle
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -125,12 +129,33 @@ class ProgramCache:
         return Program(self, name, function)
 
     def _load(self, key: str) -> tuple[Any, Any] | None:
+        """The entry's (exported program, output tree); None when absent or damaged (a
+        damaged entry is removed, so that this run writes it again)."""
         path = self.directory / key
         try:
-            serialized, out_tree = pickle.loads(path.read_bytes())
-            return jax.export.deserialize(serialized), out_tree
-        except Exception:  # noqa: BLE001 - absent or damaged: export it again
+            entry = path.read_bytes()
+        except OSError:
             return None
+        digest, payload = entry[:DIGEST_BYTES], entry[DIGEST_BYTES:]
+        if hashlib.sha256(payload).digest() != digest:
+            self.discard(key, "its digest does not match (damaged or truncated)")
+            return None
+        try:
+            serialized, out_tree = pickle.loads(payload)
+            return jax.export.deserialize(serialized), out_tree
+        except Exception as error:  # noqa: BLE001 - intact bytes another version cannot read
+            self.discard(key, f"it cannot be read ({type(error).__name__})")
+            return None
+
+    def discard(self, key: str, why: str) -> None:
+        """Remove an entry that cannot be used, saying so in one warning line."""
+        warnings.warn(f"program cache entry {self.directory / key} was removed: {why}; "
+                      "compiling the program instead (the numbers are the same).",
+                      stacklevel=3)
+        try:
+            (self.directory / key).unlink()
+        except OSError:
+            pass
 
     def _export(self, key: str, function: Callable, in_tree: Any, leaves: list[Any]
                 ) -> tuple[Any, Any] | None:
@@ -147,20 +172,40 @@ class ProgramCache:
             serialized = exported.serialize()
         except Exception:  # noqa: BLE001 - the jit path traces again and raises what is wrong
             return None
-        self._save(key, pickle.dumps((serialized, out_trees[-1])))
+        payload = pickle.dumps((serialized, out_trees[-1]))
+        self._save(key, hashlib.sha256(payload).digest() + payload)
         # Call the deserialised program, as later runs will: the same module for XLA, so
         # they find this run's executable in the persistent cache.
         return jax.export.deserialize(serialized), out_trees[-1]
 
     def _save(self, key: str, entry: bytes) -> None:
-        """Write atomically; an unwritable cache only costs the next run its head start."""
+        """Write atomically; an unwritable cache only costs the next run its head start
+        (said once per directory), and a half-written temporary file is removed."""
+        tmp = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=self.directory, delete=False) as tmp:
                 tmp.write(entry)
             os.replace(tmp.name, self.directory / key)
-        except OSError:
-            pass
+        except OSError as error:
+            if tmp is not None:
+                Path(tmp.name).unlink(missing_ok=True)
+            unusable_cache(self.directory, error)
+
+
+DIGEST_BYTES = 32
+"""An entry is the SHA-256 of its payload (32 bytes), then the payload."""
+_said: set[str] = set()
+
+
+def unusable_cache(directory: Path, error: OSError) -> None:
+    """One warning line per cache directory that cannot be written."""
+    if str(directory) in _said:
+        return
+    _said.add(str(directory))
+    warnings.warn(f"the program cache {directory} cannot be written ({error.strerror or error}); "
+                  "this run compiles as usual and the next one will not start sooner.",
+                  stacklevel=3)
 
 
 class Program:
@@ -197,7 +242,14 @@ class Program:
         run, out_tree, _ = found
         traced = any(isinstance(leaf, jax.core.Tracer) for leaf in leaves)
         executable = self.ahead[key].result() if key in self.ahead and not traced else None
-        return jax.tree.unflatten(out_tree, (executable or run)(*leaves))
+        try:
+            out = (executable or run)(*leaves)
+        except Exception as error:  # noqa: BLE001 - the jit path raises what is really wrong
+            self.cache.discard(key, f"its program failed ({type(error).__name__})")
+            self.found[key] = None
+            self.ahead.pop(key, None)
+            return self.jitted(*args)
+        return jax.tree.unflatten(out_tree, out)
 
     def compile_ahead(self, *args: Any) -> Any:
         """Start compiling for these argument types; the output's ShapeDtypeStructs (None
