@@ -107,7 +107,9 @@ class Checkpointer:
     def __init__(self, directory: Path, keep: int):
         import orbax.checkpoint as ocp
 
-        logging.getLogger("absl").setLevel(logging.WARNING)  # orbax logs every save at INFO
+        absl = logging.getLogger("absl")
+        if absl.getEffectiveLevel() < logging.WARNING:
+            absl.setLevel(logging.WARNING)  # orbax logs every save at INFO
         self._ocp = ocp
         self.directory = Path(directory).absolute()
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
@@ -128,6 +130,9 @@ class Checkpointer:
         args = self._ocp.args
         try:
             self._seal_finished()
+        except Exception as error:  # noqa: BLE001 - the previous asynchronous write failed
+            raise self._failure(self.last_saved, error) from error
+        try:
             self._manager.save(step, args=args.Composite(
                 state=args.StandardSave(state), host=args.JsonSave({**host, RECORD: record or {}})),
                 force=True)

@@ -164,8 +164,8 @@ def train_command(argv: list[str]) -> int:
     if args.resume_with_changes and not args.resume:
         return report_failure(ConfigError("--resume-with-changes needs --resume DIR (the run "
                                           "to continue)."), "invalid configuration: ")
-    distributed.initialize(args.config.distributed)  # multi-host: before any JAX computation
     try:
+        distributed.initialize(args.config.distributed)  # multi-host: before any JAX call
         warn(ineffective_options(validate(args.config)))
         result = run(args.config, control=args.control, resume=args.resume or None,
                      allow_changes=args.resume_with_changes)
@@ -261,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     if as_process:
         interrupt_at_once()
         one_line_warnings()
+        quiet_background_errors()
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return exit_process(0) if as_process else 0
@@ -313,6 +314,39 @@ def one_line_warnings() -> None:
         return f"jaxvaco: warning: {' '.join(str(message).split())}\n"
 
     warnings.formatwarning = format_warning
+
+
+def quiet_background_errors() -> None:
+    """What background threads raise, as one deduplicated warning line each instead of a
+    traceback each. The command reports its own failure (a failed checkpoint write is
+    `RunWriteError`'s one line), so what follows from it is noise:
+
+    - orbax's absl error logs of the failed write (with tracebacks);
+    - tensorstore's C++ threads completing the remaining writes into orbax's event loop,
+      already closed by the failure: each `call_soon_threadsafe` raised and printed a
+      traceback (52 of them after one full disk). On a closed loop nothing can run any
+      more, so the callback is dropped instead;
+    - exceptions of Python threads (`threading.excepthook`)."""
+    import asyncio
+    import logging
+    import threading
+
+    logging.getLogger("absl").setLevel(logging.CRITICAL)
+    schedule = asyncio.BaseEventLoop.call_soon_threadsafe
+
+    def call_soon_threadsafe(loop, callback, *args, **kwargs):
+        return None if loop.is_closed() else schedule(loop, callback, *args, **kwargs)
+
+    asyncio.BaseEventLoop.call_soon_threadsafe = call_soon_threadsafe
+    said: set[str] = set()
+
+    def one_line(args: threading.ExceptHookArgs) -> None:
+        text = f"{args.exc_type.__name__}: {' '.join(str(args.exc_value).split())[:300]}"
+        if text not in said:
+            said.add(text)
+            print(f"jaxvaco: warning: in a background thread: {text}", file=sys.stderr)
+
+    threading.excepthook = one_line
 
 
 def exit_process(code: int) -> int:

@@ -65,11 +65,18 @@ def initialize(dist: DistributedConfig) -> None:
     """
     if not dist.multihost:
         return
-    jax.distributed.initialize(
-        coordinator_address=dist.coordinator_address or None,
-        num_processes=dist.num_processes or None,
-        process_id=None if dist.process_id < 0 else dist.process_id,
-    )
+    try:
+        jax.distributed.initialize(
+            coordinator_address=dist.coordinator_address or None,
+            num_processes=dist.num_processes or None,
+            process_id=None if dist.process_id < 0 else dist.process_id,
+        )
+    except (ValueError, RuntimeError) as error:
+        raise ConfigError(
+            f"--distributed.multihost could not start JAX's multi-host runtime ("
+            f"{' '.join(str(error).split())[:200]}): give --distributed.coordinator-address "
+            "HOST:PORT, --distributed.num-processes and --distributed.process-id, or launch "
+            "under SLURM, Open MPI or Cloud TPU, where JAX finds them.") from None
 
 
 def env_axis(config: TrainConfig) -> str | None:
@@ -78,15 +85,21 @@ def env_axis(config: TrainConfig) -> str | None:
     return AXIS if dist.num_devices > 1 and dist.axis == "envs" else None
 
 
-def make_mesh(config: TrainConfig) -> Mesh:
-    """A 1-D mesh of `distributed.num_devices` devices (Auto axis type, see shard_envs)."""
+def check_device_count(config: TrainConfig) -> None:
+    """ConfigError when `distributed.num_devices` is more than JAX sees."""
     wanted, present = config.distributed.num_devices, jax.device_count()
     if wanted > present:
         raise ConfigError(
             f"--distributed.num-devices {wanted} is more than the {present} devices JAX sees "
             f"({jax.devices()[0].platform}). Lower it, or on CPU simulate devices with "
             f"XLA_FLAGS=--xla_force_host_platform_device_count={wanted} set before JAX starts.")
-    return jax.make_mesh((wanted,), (AXIS,), axis_types=(AxisType.Auto,))
+
+
+def make_mesh(config: TrainConfig) -> Mesh:
+    """A 1-D mesh of `distributed.num_devices` devices (Auto axis type, see shard_envs)."""
+    check_device_count(config)
+    return jax.make_mesh((config.distributed.num_devices,), (AXIS,),
+                         axis_types=(AxisType.Auto,))
 
 
 def runs_sharding(config: TrainConfig) -> NamedSharding | None:

@@ -55,7 +55,7 @@ from jaxvaco.run_dir import (
 )
 from jaxvaco.sinks import Sinks, open_sinks, read_rows
 from jaxvaco.train import Trainer, TrainState, make_train
-from jaxvaco.validation import validate
+from jaxvaco.validation import validate, validate_grid_values, validate_memory
 
 TARGET_CHUNKS = 20
 GUARDED_METRICS = ("loss/", "grad_norm")
@@ -120,10 +120,16 @@ def validate_grid(config: TrainConfig, grid: Grid) -> None:
             raise ConfigError(f"Cannot sweep {name!r}: sweepable values are {sorted(names)}.")
         if not len(values):
             raise ConfigError(f"The sweep over {name!r} has no values.")
-    too_long = [k for k in swept.get("lag_delay", []) if k > config.lag.max_delay or k < 0]
-    if too_long:
-        raise ConfigError(f"lag_delay values {too_long} need 0 <= K <= --lag.max-delay "
-                          f"({config.lag.max_delay}); raise --lag.max-delay.")
+    validate_grid_values(config, swept)
+
+
+def check_before_start(config: TrainConfig, grid: Grid | None) -> None:
+    """Everything that can be checked before a run folder is made: the configuration, every
+    grid value, the devices asked for, and memory for the largest arrays."""
+    validate(config)
+    validate_grid(config, grid or {})
+    distributed.check_device_count(config)
+    validate_memory(config, config.num_seeds * len(grid_combinations(grid)))
 
 
 def expand_runs(config: TrainConfig, grid: Grid | None = None
@@ -421,8 +427,7 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
     COMPILE_CLOCK.start()
     started, watch = time.time(), Stopwatch()
     cache_dir = configure_cache(control.compilation_cache)  # first: validating may compile
-    validate(config)
-    validate_grid(config, grid or {})
+    check_before_start(config, grid)
     if control.checkpoint_every < 0 or control.keep_checkpoints < 0:
         raise ConfigError("--checkpoint-every and --keep-checkpoints must be >= 0.")
     config, grid, run_dir, store = open_run(config, grid, control, resume, allow_changes)

@@ -72,8 +72,8 @@ from jaxvaco.config import (
 )
 from jaxvaco.results import tidy_rows, write_table
 from jaxvaco.run_dir import RunControl, load_run_dir, write_json
-from jaxvaco.runner import expand_runs, run
-from jaxvaco.validation import lag_reaches_end, plain_folder_name, validate
+from jaxvaco.runner import check_before_start, run
+from jaxvaco.validation import lag_reaches_end, plain_folder_name
 
 SWEEP_SET = ("env", "run_name", "results_dir", "lag.max_delay")
 """Options the sweep sets in every cell (a variant or an env override may not)."""
@@ -204,6 +204,14 @@ def validate_sweep(spec: SweepConfig, source: str = "sweep") -> SweepConfig:
     for field in ("envs", "lag_delays"):
         if not getattr(spec, field):
             raise ConfigError(f"{source}: {field} is empty; give at least one value.")
+    lists = {"envs": spec.envs, "algos": spec.algos, "lag_delays": spec.lag_delays,
+             **{f"grid.{name}": values for name, values in spec.grid.items()}}
+    for field, values in lists.items():
+        twice = sorted({str(v) for v in values if list(values).count(v) > 1})
+        if twice:
+            raise ConfigError(f"{source}: {field} lists {', '.join(twice)} more than once; list "
+                              "each value once (repeats would count the same runs twice in "
+                              "every statistic).")
     if spec.variants and spec.algos:
         raise ConfigError(f"{source}: give either algos (one cell per algorithm) or "
                           "variants (one cell per variant), not both; set each variant's "
@@ -244,7 +252,7 @@ def _check_options(spec: SweepConfig, options: Any, where: str, forbidden: Seque
 
 def long_lags(spec: SweepConfig) -> list[str]:
     """A warning when some K are so long that those actors act with θ_0 throughout."""
-    lengths = {cell_config(spec, cell).num_iterations for cell in cells(spec)}
+    lengths = {config.num_iterations for _, config, _ in plan_sweep(spec)}
     n = min(lengths)
     too_long = [k for k in spec.lag_delays if lag_reaches_end(k, n)]
     if not too_long:
@@ -289,9 +297,17 @@ def cell_setup(spec: SweepConfig, cell: Cell, directory: Path
     grid = dict(spec.grid)
     if len(cell.delays) > 1:
         grid["lag_delay"] = cell.delays
-    validate(config)
-    expand_runs(config, grid)  # validates the grid
+    check_before_start(config, grid)
     return config, grid or None
+
+
+def plan_sweep(spec: SweepConfig, only: Sequence[Cell] | None = None
+               ) -> list[tuple[Cell, TrainConfig, dict[str, tuple] | None]]:
+    """Every cell (of `only`, when given) with its validated configuration and grid: all
+    are checked before any folder is made or anything compiled."""
+    directory = Path(spec.results_dir) / spec.name
+    return [(cell, *cell_setup(spec, cell, directory))
+            for cell in (cells(spec) if only is None else only)]
 
 
 def cell_state(cell_dir: Path) -> str:
@@ -316,8 +332,7 @@ def run_sweep(spec: SweepConfig, control: RunControl | None = None,
 
     validate_sweep(spec)
     directory = Path(spec.results_dir) / spec.name
-    plan = [(cell, *cell_setup(spec, cell, directory))
-            for cell in (cells(spec) if only is None else only)]
+    plan = plan_sweep(spec, only)
     directory.mkdir(parents=True, exist_ok=True)
     write_json(directory / "sweep.json", dataclasses.asdict(spec))
     result = SweepResult(directory, [], [], {})
