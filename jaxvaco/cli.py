@@ -5,10 +5,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import os
 import signal
 import sys
-import traceback
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -253,124 +251,20 @@ COMMANDS = {"train": train_command, "sweep": sweep_command, "plot": plot_command
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; its exit status. As the `jaxvaco` process itself (argv None), every
-    way out goes through `exit_process`: interrupts before or after training end with one
-    line, a bug with its traceback, and never with the interpreter's teardown."""
-    as_process = argv is None
+    """Run one command in this process (argv None: sys.argv[1:]); its exit status. The
+    `jaxvaco` program itself is `jaxvaco.process.main`, which also owns signals and exit."""
     argv = sys.argv[1:] if argv is None else argv
-    if as_process:
-        interrupt_at_once()
-        one_line_warnings()
-        quiet_background_errors()
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
-        return exit_process(0) if as_process else 0
+        return 0
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         print(f"jaxvaco: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
-        return exit_process(2) if as_process else 2
-    if not as_process:
-        return COMMANDS[command](rest)
-    try:
-        code = COMMANDS[command](rest)
-    except SystemExit as exit_:  # tyro's --help, or argparse
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    except BrokenPipeError:  # the reader of stdout left (`jaxvaco train --help | head`)
-        code = 128 + signal.SIGPIPE
-    except Exception:  # noqa: BLE001 - a bug: show it, then leave like every other exit
-        traceback.print_exc()
-        code = 1
-    return exit_process(code)
-
-
-INTERRUPTED = ("jaxvaco: stopped by {name}; every file written before it is intact (a run "
-               "that had saved a checkpoint continues with jaxvaco train --resume DIR).")
-
-
-def interrupt_at_once() -> None:
-    """SIGINT/SIGTERM outside the training loop: one line, exit 128 + signal, at once.
-
-    Start-up runs tracing in Python and compilation in background threads inside XLA; a
-    KeyboardInterrupt there unwinds through them (a traceback, then a crash in the
-    interpreter's teardown). The host loop (`jaxvaco.runner.StopSignals`) replaces this
-    handler while it trains, so a signal then stops at a chunk boundary with a checkpoint,
-    and puts it back afterwards (a second signal then ends the process here). Files are
-    written atomically (a temporary file and a rename; orbax's steps likewise), so leaving
-    at any instant loses at most the file being written, never an earlier one."""
-
-    def handle(signum: int, frame: object) -> None:
-        print(INTERRUPTED.format(name=signal.Signals(signum).name), file=sys.stderr)
-        exit_process(128 + signum)
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, handle)
-
-
-def one_line_warnings() -> None:
-    """Warnings (jaxvaco's, orbax's, JAX's) as one `jaxvaco: warning:` line each."""
-    import warnings
-
-    def format_warning(message, category, filename, lineno, line=None) -> str:
-        return f"jaxvaco: warning: {' '.join(str(message).split())}\n"
-
-    warnings.formatwarning = format_warning
-
-
-def quiet_background_errors() -> None:
-    """What background threads raise, as one deduplicated warning line each instead of a
-    traceback each. The command reports its own failure (a failed checkpoint write is
-    `RunWriteError`'s one line), so what follows from it is noise:
-
-    - orbax's absl error logs of the failed write (with tracebacks);
-    - tensorstore's C++ threads completing the remaining writes into orbax's event loop,
-      already closed by the failure: each `call_soon_threadsafe` raised and printed a
-      traceback (52 of them after one full disk). On a closed loop nothing can run any
-      more, so the callback is dropped instead;
-    - exceptions of Python threads (`threading.excepthook`)."""
-    import asyncio
-    import logging
-    import threading
-
-    logging.getLogger("absl").setLevel(logging.CRITICAL)
-    schedule = asyncio.BaseEventLoop.call_soon_threadsafe
-
-    def call_soon_threadsafe(loop, callback, *args, **kwargs):
-        return None if loop.is_closed() else schedule(loop, callback, *args, **kwargs)
-
-    asyncio.BaseEventLoop.call_soon_threadsafe = call_soon_threadsafe
-    said: set[str] = set()
-
-    def one_line(args: threading.ExceptHookArgs) -> None:
-        text = f"{args.exc_type.__name__}: {' '.join(str(args.exc_value).split())[:300]}"
-        if text not in said:
-            said.add(text)
-            print(f"jaxvaco: warning: in a background thread: {text}", file=sys.stderr)
-
-    threading.excepthook = one_line
-
-
-def exit_process(code: int) -> int:
-    """End the process now, whatever other threads are doing: flush the standard streams
-    and the logging handlers, then `os._exit`.
-
-    The interpreter's own teardown is what must be avoided: XLA compiles in background
-    threads (`jaxvaco.programs.Program.compile_ahead`), orbax and the progress bar keep
-    threads of their own, and tearing the interpreter down under them aborts the process
-    (`FATAL: exception not rethrown`, exit 134) or makes orbax schedule work after
-    shutdown. Every file jaxvaco writes is complete by now (checkpoints are waited for in
-    `runner.run`), and the work left in those threads is not needed: abandoning it is
-    safe. It also skips freeing XLA's programs and every module's objects (0.5-3 s)."""
-    import logging
-
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
-    return code  # not reached; for callers that expect a status
+        return 2
+    return COMMANDS[command](rest)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jaxvaco.process import main as process_main
+
+    process_main()

@@ -214,8 +214,15 @@ def columns_from_rows(rows: list[dict]) -> dict[str, np.ndarray]:
 def read_table(path: Path) -> dict[str, np.ndarray]:
     """A tidy CSV (results.csv) as columns (numbers parsed, missing values NaN)."""
     with open(path, newline="") as file:
-        rows = [{k: _number(v) if v != "" else None for k, v in row.items()}
-                for row in csv.DictReader(file)]
+        reader = csv.DictReader(file)
+        rows = []
+        for row in reader:
+            if None in row or None in row.values():
+                raise ConfigError(
+                    f"{path} line {reader.line_num} does not have the header's "
+                    f"{len(reader.fieldnames or [])} fields: the file was cut or edited. A "
+                    "sweep rewrites its results.csv from its cells when run again.")
+            rows.append({k: _number(v) if v != "" else None for k, v in row.items()})
     return columns_from_rows(rows)
 
 

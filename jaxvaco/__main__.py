@@ -1,0 +1,5 @@
+"""`python -m jaxvaco`: the `jaxvaco` command."""
+
+from jaxvaco.process import main
+
+main()
