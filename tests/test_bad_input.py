@@ -1,8 +1,11 @@
-"""Bad inputs and faults at the command line (issue #14), one table row each.
+"""Bad inputs and faults at the command line (issues #14, #34), one table row each.
 
-Every row asserts the exit status, one line that says what to change, no traceback, and,
-where an earlier run is involved, that its files are byte-for-byte intact. Most rows fail
-before anything is compiled; a few train a tiny run in-process (`main(argv)`).
+Every row runs the `jaxvaco` program as a process (`python -m jaxvaco`, as a user runs it)
+and asserts the exit status, that every stderr line is a `jaxvaco:` line and the last one
+says what to change, no `Traceback`, no `FATAL` or crash, and, where an earlier run is
+involved, that its files are byte-for-byte intact. Most rows fail before anything is
+compiled; a few train a tiny run. The faults that need a patched library (a full disk,
+non-finite values) run in-process (`main(argv)`), as does the finished run the rows copy.
 """
 
 from __future__ import annotations
@@ -13,9 +16,12 @@ import errno
 import io
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +32,7 @@ import pytest
 
 from jaxvaco import runner, sweep
 from jaxvaco.cli import main, resume_defaults
+from jaxvaco.config import ConfigError, LagConfig, TrainConfig
 from jaxvaco.run_dir import RunAlreadyComplete, RunControl, checkpoint_steps
 
 TINY = ["--num-envs", "8", "--num-steps", "16", "--total-timesteps", "512",
@@ -46,6 +53,25 @@ class Outcome:
     err: str
 
 
+CHILD_ENV = {"JAX_PLATFORMS": "cpu", "JAX_DISABLE_MOST_OPTIMIZATIONS": "1"}
+"""The processes compile as the in-process tests do (see conftest's fast_compile) and share
+the test session's compilation cache ($JAXVACO_CACHE_DIR, set by conftest)."""
+
+
+def start(argv: list[str], env: dict | None = None) -> subprocess.Popen:
+    """`jaxvaco ARGV` as a process."""
+    return subprocess.Popen([sys.executable, "-m", "jaxvaco", *argv],
+                            env={**os.environ, **CHILD_ENV, **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def process(argv: list[str], env: dict | None = None) -> Outcome:
+    """`jaxvaco ARGV` as a process: its exit status, stdout and stderr."""
+    child = start(argv, env)
+    out, err = child.communicate(timeout=300)
+    return Outcome(child.returncode, out, err)
+
+
 def cli(argv: list[str]) -> Outcome:
     """main(argv) in-process, with its exit status, stdout and stderr."""
     out, err = io.StringIO(), io.StringIO()
@@ -63,14 +89,22 @@ def snapshot(directory: Path) -> dict[str, bytes]:
             for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
+CRASHES = ("Traceback", "FATAL", "Segmentation fault", "Aborted", "core dumped")
+
+
 def assert_one_line(outcome: Outcome, status: int, *needles: str) -> str:
-    """The exit status, no traceback, and exactly one message line holding every needle."""
-    assert "Traceback" not in outcome.err + outcome.out
+    """The exit status, no traceback or crash, and one message line holding every needle:
+    on failure, stderr's last line (every stderr line a `jaxvaco:` line, at most one of them
+    not a warning); on success, the one `jaxvaco:` line of stdout."""
+    for crash in CRASHES:
+        assert crash not in outcome.err + outcome.out, outcome
     assert outcome.status == status, outcome
     stream = outcome.err if status else outcome.out
     lines = [line for line in stream.splitlines() if line.startswith("jaxvaco: ")]
     if status:
         assert stream.strip().splitlines() == lines, stream
+        lines = [line for line in lines if not line.startswith("jaxvaco: warning: ")]
+        assert lines and stream.strip().splitlines()[-1] == lines[-1], stream
     assert len(lines) == 1, stream
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
@@ -123,13 +157,26 @@ REJECTED = [
     ("unknown-algo", ["--algo", "vacoo"], "Did you mean vaco"),
     ("unknown-env", ["--env", "CartPole-v0"], "CartPole-v1"),
     ("resume-with-changes-alone", ["--resume-with-changes"], "needs --resume DIR"),
+    ("parse-not-an-integer", ["--num-envs", "abc"], "Error parsing --num-envs"),
+    ("parse-unknown-option", ["--bogus", "1"], "Unrecognized options: --bogus"),
+    ("parse-missing-value", ["--algo"], "Missing value for argument '--algo'"),
+    ("total-timesteps-overflow", ["--total-timesteps", "10000000000000000000"],
+     "int32 counter"),
+    ("seed-above-2^64", ["--seed", "100000000000000000000"], "seeds must lie in [0, 2^32)"),
+    ("seed-negative", ["--seed", "-3"], "seeds must lie in [0, 2^32)"),
+    ("seeds-past-2^32", ["--seed", "4294967295", "--num-seeds", "2"], "up to 4294967296"),
+    ("multihost-without-coordinator", ["--distributed.multihost"],
+     "--distributed.coordinator-address"),
+    ("too-many-devices", ["--distributed.num-devices", "2"], "more than the 1 devices"),
+    ("ring-buffer-beyond-memory", ["--lag.max-delay", "100000000", "--hidden-sizes", "256", "256"],
+     "ring buffer"),
 ]
 
 
 @pytest.mark.parametrize("argv,needle", [r[1:] for r in REJECTED], ids=[r[0] for r in REJECTED])
 def test_rejected_options_write_nothing(tmp_path, argv, needle):
     results = tmp_path / "results"
-    outcome = cli(["train", *TINY, "--results-dir", str(results), *argv])
+    outcome = process(["train", *TINY, "--results-dir", str(results), *argv])
     assert_one_line(outcome, 2, needle)
     assert not results.exists() or not any(results.rglob("*"))
     assert not Path("/tmp/jaxvaco-absolute-run").exists()
@@ -164,6 +211,18 @@ def no_checkpoints(run: Path) -> None:
 def halve_metrics(run: Path) -> None:
     path = run / "metrics.jsonl"
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def keep_first_rows(run: Path, rows: int) -> None:
+    path = run / "metrics.jsonl"
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:rows]))
+
+
+def cut_results_csv(run: Path) -> None:
+    """A tidy CSV whose last row was cut short (as a sweep's results.csv)."""
+    text = "env,algo,K,seed,step,return\n" + "".join(
+        f"CartPole-v1,ppo,0,{seed},{step},{10.0 + step}\n" for seed in (0, 1) for step in (1, 2))
+    (run / "table.csv").write_text(text[:-12])
 
 
 def block_config_write(run: Path) -> None:
@@ -207,6 +266,17 @@ WITH_A_RUN = [
      lambda run: ["plot", str(run)], 2, ["metrics.jsonl line 3 is damaged"]),
     ("plot-empty-metrics", lambda run: (run / "metrics.jsonl").write_text(""),
      lambda run: ["plot", str(run)], 2, ["metrics.jsonl has no rows yet"]),
+    ("resume-config-edited-shape",
+     lambda run: edit_json(run / "config.json", lambda d: d.update(num_envs=16)), resume, 2,
+     ["compared with checkpoint 4", "--num-envs: 8 -> 16"]),
+    ("resume-config-edited-learning-rate",
+     lambda run: edit_json(run / "config.json", lambda d: d.update(learning_rate=0.01)),
+     resume, 2, ["compared with checkpoint 4", "--learning-rate", "add --resume-with-changes"]),
+    ("resume-unfinished-without-checkpoints",
+     lambda run: (no_checkpoints(run), keep_first_rows(run, 2)), resume, 2,
+     ["no checkpoint to continue from", "up to iteration 2", "over them"]),
+    ("plot-cut-results-csv", cut_results_csv, lambda run: ["plot", str(run / "table.csv")], 2,
+     ["table.csv line", "cut or edited"]),
 ]
 
 
@@ -216,7 +286,7 @@ def test_an_earlier_run_is_kept_intact(run_copy, change, argv, status, needles):
     if change:
         change(run_copy)
     before = snapshot(run_copy)
-    assert_one_line(cli(argv(run_copy)), status, *needles)
+    assert_one_line(process(argv(run_copy)), status, *needles)
     assert snapshot(run_copy) == before
 
 
@@ -224,7 +294,7 @@ def test_plot_skips_a_line_being_written(run_copy):
     """A running run's metrics.jsonl may end mid-line: plot draws the complete rows."""
     with open(run_copy / "metrics.jsonl", "a") as file:
         file.write('{"chunk": 5, "iter')
-    outcome = cli(["plot", str(run_copy), "--out", str(run_copy / "figs")])
+    outcome = process(["plot", str(run_copy), "--out", str(run_copy / "figs")])
     assert outcome.status == 0 and "Traceback" not in outcome.err, outcome
     assert (run_copy / "figs" / "learning_curves.png").is_file()
 
@@ -262,6 +332,19 @@ BAD_SWEEPS = [
      ["grid.learning_rate[0] must be a number"]),
     ("name-with-path", 'name = "../elsewhere"\n', ["name must be a single folder name"]),
     ("unknown-algo", 'algos = ["ppo", "vacoo"]\n' + SWEEP_BASE, ["Did you mean vaco"]),
+    ("zero-envs", 'name = "s"\n[base]\nnum_envs = 0\n', ["--num-envs must be positive"]),
+    ("duplicate-env", 'envs = ["CartPole-v1", "CartPole-v1"]\n' + SWEEP_BASE,
+     ["envs lists CartPole-v1 more than once"]),
+    ("duplicate-algo", 'algos = ["ppo", "vaco", "ppo"]\n' + SWEEP_BASE,
+     ["algos lists ppo more than once"]),
+    ("duplicate-lag", "lag_delays = [0, 2, 2]\n" + SWEEP_BASE,
+     ["lag_delays lists 2 more than once"]),
+    ("grid-gamma-above-1", 'grid = { gamma = [0.9, 1.5] }\n' + SWEEP_BASE,
+     ["grid value gamma = 1.5", "--gamma must be in (0, 1]"]),
+    ("grid-negative-learning-rate", 'grid = { learning_rate = [-0.001] }\n' + SWEEP_BASE,
+     ["grid value learning_rate = -0.001", "--learning-rate must be > 0"]),
+    ("second-cell-invalid", 'envs = ["CartPole-v1", "Acrobot-v1"]\n' + SWEEP_BASE
+     + '[env_overrides]\nAcrobot-v1 = { num_minibatches = 3 }\n', ["--num-minibatches 3"]),
 ]
 
 
@@ -270,13 +353,29 @@ BAD_SWEEPS = [
 def test_bad_sweep_files(tmp_path, text, needles):
     (tmp_path / "sweep.toml").write_text(text)
     results = tmp_path / "results"
-    outcome = cli(["sweep", str(tmp_path / "sweep.toml"), "--results-dir", str(results)])
+    outcome = process(["sweep", str(tmp_path / "sweep.toml"), "--results-dir", str(results)])
     assert_one_line(outcome, 2, *needles)
     assert not results.exists()
 
 
 def test_missing_sweep_file(tmp_path):
-    assert_one_line(cli(["sweep", str(tmp_path / "nope.toml")]), 2, "cannot read", "nope.toml")
+    assert_one_line(process(["sweep", str(tmp_path / "nope.toml")]), 2, "cannot read",
+                    "nope.toml")
+
+
+GRID_VALUES = [({"lag_delay": [0, 1.5]}, "K must be an integer"),
+               ({"delta": [0.0]}, "--vaco.delta must be > 0"),
+               ({"gae_lambda": [0.95, -1.0]}, "--gae-lambda must be in [0, 1]"),
+               ({"learning_rate": [float("nan")]}, "--learning-rate must be a finite number")]
+
+
+@pytest.mark.parametrize("grid,needle", GRID_VALUES, ids=[next(iter(g)) for g, _ in GRID_VALUES])
+def test_every_grid_value_is_validated_before_a_folder_is_made(tmp_path, grid, needle):
+    config = TrainConfig(algo="vaco", results_dir=str(tmp_path / "results"),
+                         lag=LagConfig(max_delay=4))
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        runner.run(config, grid=grid)
+    assert not (tmp_path / "results").exists()
 
 
 # ------------------------------------------------------------------- valid but ineffective
@@ -288,6 +387,7 @@ WARNED = [
     (["--brax-backend", "mjx"], "--brax-backend has no effect with the gymnax environment"),
     (["--lag.max-delay", "8"], "--lag.max-delay 8 is not below the run's 4 iterations"),
     (["--lag.mode", "uniform"], "--lag.mode has no effect with --lag.max-delay 0"),
+    (["--distributed.sync-interval", "4"], "--distributed.sync-interval has no effect with one"),
 ]
 
 
@@ -397,3 +497,163 @@ def test_no_traceback_reaches_stderr_from_the_entry_point(run_copy, tmp_path):
         assert "Traceback" not in proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+def test_resuming_a_finished_run_exits_cleanly_while_programs_compile_ahead(run_copy, tmp_path):
+    """With its programs in the program cache, a run starts compiling them in background
+    threads; a command that returns before they finish (a finished run resumed) ended in
+    the interpreter's teardown under them: `FATAL: exception not rethrown`, exit 134. A
+    private cache, so that XLA has not compiled them yet; the first resume fills the
+    program cache, the later ones compile ahead from it."""
+    before = snapshot(run_copy)
+    for _ in range(3):
+        outcome = process(resume(run_copy), {"JAXVACO_CACHE_DIR": str(tmp_path / "cache")})
+        assert_one_line(outcome, 0, "already complete")
+    assert snapshot(run_copy) == before
+
+
+# ---------------------------------------------------------------- signals, at any moment
+
+LONG = [*TINY[:4], "--total-timesteps", "40960", *TINY[6:], "--chunk-iterations", "1"]
+"""320 iterations of one chunk each: long enough to be interrupted while training."""
+
+
+def interrupt(argv: list[str], when: Callable[[], bool], sig: int = signal.SIGINT) -> Outcome:
+    """Start `jaxvaco ARGV`, send `sig` once `when()` holds, and wait for it to end."""
+    child = start(argv)
+    deadline = time.time() + 120
+    while not when() and child.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    child.send_signal(sig)
+    out, err = child.communicate(timeout=300)
+    return Outcome(child.returncode, out, err)
+
+
+def after(seconds: float) -> Callable[[], bool]:
+    ready = time.time() + seconds
+    return lambda: time.time() >= ready
+
+
+@pytest.mark.parametrize("seconds", [0.05, 0.8, 2.0], ids=["imports", "jax", "tracing"])
+def test_a_signal_during_start_up_ends_with_one_line_and_the_name_stays_free(tmp_path, seconds):
+    argv = ["train", *LONG, "--results-dir", str(tmp_path), "--run-name", "r"]
+    outcome = interrupt(argv, after(seconds))
+    if outcome.status == 130:  # stopped before training: one line, no run to continue
+        assert_one_line(outcome, 130, "stopped by SIGINT")
+    else:  # this machine was fast: it had begun training and stopped at a chunk boundary
+        assert_one_line(outcome, 130, "at a chunk boundary", "--resume")
+        return
+    assert not (tmp_path / "r" / "metrics.jsonl").exists()
+    finished = process(["train", *TINY, "--results-dir", str(tmp_path), "--run-name", "r"])
+    assert finished.status == 0, finished  # the folder left by start-up does not block it
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_training_saves_a_checkpoint_and_the_run_continues(tmp_path, sig):
+    run_dir = tmp_path / "r"
+    argv = ["train", *LONG, "--results-dir", str(tmp_path), "--run-name", "r"]
+    outcome = interrupt(argv, lambda: (run_dir / "metrics.jsonl").exists(), sig)
+    assert_one_line(outcome, 128 + sig, f"stopped by {signal.Signals(sig).name} at a chunk "
+                    "boundary", f"jaxvaco train --resume {run_dir}")
+    assert checkpoint_steps(run_dir)
+    resumed = process(["train", "--resume", str(run_dir)])
+    assert resumed.status == 0, resumed
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [row["iteration"] for row in rows] == list(range(1, 321))
+
+
+# ------------------------------------------------------------------ the program cache
+
+
+def flip_middle_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def final_numbers(run_dir: Path) -> list[dict]:
+    """metrics.jsonl without its timings."""
+    timings = {"sps", "wall_time", "compile_time"}
+    return [{k: v for k, v in json.loads(line).items() if k not in timings}
+            for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_damaged_program_cache_entry_is_removed_and_the_numbers_are_the_same(tmp_path):
+    cache = {"JAXVACO_CACHE_DIR": str(tmp_path / "cache")}
+    train = ["train", *TINY, "--results-dir", str(tmp_path)]
+    assert process([*train, "--run-name", "a"], cache).status == 0
+    entries = sorted((tmp_path / "cache" / "jaxvaco-programs").iterdir())
+    assert entries
+    for entry in entries:
+        flip_middle_byte(entry)
+    entries[0].write_bytes(entries[0].read_bytes()[:100])  # and one truncated
+    damaged = process([*train, "--run-name", "b"], cache)
+    assert damaged.status == 0, damaged
+    warnings = damaged.err.strip().splitlines()
+    assert len(warnings) == len(entries), damaged.err
+    assert all("program cache entry" in w and "was removed" in w for w in warnings), damaged.err
+    assert final_numbers(tmp_path / "b") == final_numbers(tmp_path / "a")
+    again = process([*train, "--run-name", "c"], cache)
+    assert again.status == 0 and again.err == "", again  # the entries were written again
+    assert final_numbers(tmp_path / "c") == final_numbers(tmp_path / "a")
+
+
+def test_a_cache_location_that_is_a_file_is_said_once(tmp_path):
+    (tmp_path / "cache").write_text("not a folder")
+    outcome = process(["train", *TINY, "--results-dir", str(tmp_path), "--run-name", "a"],
+                      {"JAXVACO_CACHE_DIR": str(tmp_path / "cache")})
+    assert outcome.status == 0, outcome
+    lines = outcome.err.strip().splitlines()
+    assert len(lines) == 1 and "compilation cache" in lines[0] and "cannot be used" in lines[0]
+
+
+# ------------------------------------------------------------- what a resume may not lose
+
+
+def test_a_grid_run_without_runs_json_resumes_from_its_checkpoint_record(tmp_path):
+    """The checkpoint records the grid: a lost runs.json is written again, nothing is lost
+    (it cost two checkpoints and half of the metric rows before)."""
+    config = TrainConfig(num_envs=8, num_steps=16, total_timesteps=1024, num_minibatches=2,
+                         update_epochs=1, hidden_sizes=(8, 8), progress=False,
+                         results_dir=str(tmp_path), run_name="g", chunk_iterations=2)
+    control = RunControl(checkpoint_every=1, keep_checkpoints=3)
+    grid = {"learning_rate": [1e-3, 3e-3]}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner.Session, "checkpoint_due",
+                      lambda self, loop: loop.iteration in (2, 4, 6))  # stop short of the end
+        runner.run(config, grid=grid, control=control)
+    run_dir = tmp_path / "g"
+    runs_json = (run_dir / "runs.json").read_text()
+    (run_dir / "runs.json").unlink()
+    keep_first_rows(run_dir, 6)  # three chunks of two runs: up to the checkpoint of iteration 6
+    before = snapshot(run_dir / "checkpoints")
+    outcome = process(["train", "--resume", str(run_dir)])
+    assert outcome.status == 0, outcome
+    assert json.loads((run_dir / "runs.json").read_text()) == json.loads(runs_json)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [(row["iteration"], row["run"]) for row in rows] == [
+        (i, r) for i in (2, 4, 6, 8) for r in (0, 1)]
+    assert set(before) <= set(snapshot(run_dir / "checkpoints")) | {
+        name for name in before if name.startswith("2/")}  # only the oldest rotated out
+
+
+def test_a_full_disk_on_a_real_filesystem_ends_with_one_line(tmp_path):
+    """A 3 MB tmpfs (where this machine lets the tests mount one): the checkpoint writer's
+    background errors stay quiet, the command's one line says what happened."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3M", "tmpfs", str(disk)],
+                             capture_output=True)
+    if mounted.returncode:
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        (disk / "filler").write_bytes(bytes(2_800_000))
+        outcome = process(["train", *TINY, "--hidden-sizes", "64", "64", "--results-dir",
+                           str(disk), "--run-name", "r", "--checkpoint-every", "1"])
+        assert_one_line(outcome, 1, "could not write", "No space left on device",
+                        f"jaxvaco train --resume {disk / 'r'}")
+        (disk / "filler").unlink()
+        assert process(["train", "--resume", str(disk / "r")]).status == 0
+        assert checkpoint_steps(disk / "r")[-1] == 4
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
