@@ -82,7 +82,7 @@ def metrics_rows(run_dir: Path) -> list[dict]:
     return read_metrics(path, path.read_bytes().rfind(b"\n") + 1)
 
 
-def tidy_rows(run_dir: Path, variant: str | None = None) -> list[dict]:
+def tidy_rows(run_dir: str | Path, variant: str | None = None) -> list[dict]:
     """metrics.jsonl of one run directory as tidy rows, with a `variant` column (`variant`,
     e.g. a sweep's variant name; default: the algo).
 
@@ -91,6 +91,7 @@ def tidy_rows(run_dir: Path, variant: str | None = None) -> list[dict]:
     that (env, algo, K, seed) names one run of an algorithm sweep and (env, variant, K,
     seed) one run of any sweep, as `jaxvaco.analysis.tables` expects.
     """
+    run_dir = Path(run_dir)
     config, grid = load_run_dir(run_dir)
     out = []
     for row in metrics_rows(run_dir):

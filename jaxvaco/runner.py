@@ -77,6 +77,23 @@ class RunResult:
     stop_signal: int = 0  # 0: trained to the end; else the signal that stopped it early
     already_complete: bool = False  # resumed at its end: nothing was trained
 
+    def table(self) -> list[dict]:
+        """One row per run: env, algo, K (the run's lag), seed, every other swept value, and
+        the run's final figures (train_return: the last chunk's mean training episode
+        return; eval/greedy_return and eval/stochastic_return: the last evaluation; env
+        steps), ready for pandas.DataFrame or `jaxvaco.analysis`."""
+        num_runs = len(self.runs)
+        per_run = {name: np.asarray(values) for name, values in self.summary.items()
+                   if np.ndim(values) == 1 and len(values) == num_runs}
+        rows = []
+        for r, labels in enumerate(self.runs):
+            swept = {k: v for k, v in labels.items() if k not in ("seed", "lag_delay")}
+            k = labels.get("lag_delay", self.config.lag.max_delay)
+            rows.append({"env": self.config.env, "algo": self.config.algo, "K": int(k),
+                         "seed": labels["seed"], **swept,
+                         **{name: values[r].item() for name, values in per_run.items()}})
+        return rows
+
 
 @dataclasses.dataclass
 class LoopState:

@@ -74,3 +74,29 @@ def test_write_table_key_columns_first_and_read_back(tmp_path):
     table = read_table(path)
     assert table["K"].tolist() == [4, 4] and table["step"].dtype.kind == "i"
     assert np.isnan(table["eval/greedy_return"][0]) and table["eval/greedy_return"][1] == 500.0
+
+
+def test_a_run_result_labels_its_runs_and_a_run_folder_is_read_from_a_str(tmp_path):
+    """`RunResult.table()`: one row per run, its labels from the grid and seeds, its final
+    training return the last chunk's mean episode return in the metrics rows (computed here
+    from `result.rows`), its greedy return the last evaluation."""
+    from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
+    from jaxvaco.results import tidy_rows
+    from jaxvaco.runner import run
+
+    config = TrainConfig(num_envs=8, num_steps=16, total_timesteps=512, num_minibatches=2,
+                         update_epochs=1, hidden_sizes=(8, 8), num_seeds=2, seed=5,
+                         progress=False, results_dir=str(tmp_path), run_name="r",
+                         lag=LagConfig(max_delay=2), eval=EvalConfig(num_episodes=2))
+    grid = {"lag_delay": [0, 2], "learning_rate": [1e-3, 3e-3]}
+    result = run(config, grid=grid)
+    table = result.table()
+    expected_labels = [(k, lr, seed) for k in (0, 2) for lr in (1e-3, 3e-3) for seed in (5, 6)]
+    assert [(row["K"], row["learning_rate"], row["seed"]) for row in table] == expected_labels
+    for r, row in enumerate(table):
+        mine = [x for x in result.rows if x["run"] == r]
+        with_episodes = [x["episode/return"] for x in mine if x["episode/return"] is not None]
+        assert row["train_return"] == with_episodes[-1]
+        assert row["eval/greedy_return"] == mine[-1]["eval/greedy_return"]
+        assert row["env"] == "CartPole-v1" and row["algo"] == "ppo" and "lag_delay" not in row
+    assert tidy_rows(str(tmp_path / "r")) == tidy_rows(tmp_path / "r")
