@@ -330,12 +330,15 @@ def test_nan_guard_names_run_and_iteration_and_keeps_good_checkpoint(tmp_path, m
     assert len(metric_rows(tmp_path / "run")) == 2 * 2  # chunks up to iteration 4 × runs
 
 
-def test_nan_guard_on_infinite_learning_rate(tmp_path):
-    """The config refuses an infinite --learning-rate; a grid value reaches the guard."""
-    with pytest.raises(NonFiniteError,
-                       match=r"iteration 1 .*run 0 \(seed 0, learning_rate=inf\).*no checkpoint"):
+def test_nan_guard_on_an_exploding_learning_rate(tmp_path):
+    """Validation refuses an infinite learning rate, in the config and in a grid alike; a
+    finite but absurd one (1e30) passes it and blows the parameters up, and the guard stops
+    the run naming the run and the iteration."""
+    with pytest.raises(ConfigError, match="grid value learning_rate = inf"):
         runner.run(tiny(tmp_path), grid={"learning_rate": [float("inf")]})
-    assert steps(tmp_path / "run") == []
+    with pytest.raises(NonFiniteError, match=r"iteration \d+ .*run 0 \(seed 0, "
+                       r"learning_rate=1e\+30\).*(no checkpoint|last good checkpoint)"):
+        runner.run(tiny(tmp_path), grid={"learning_rate": [1e30]})
 
 
 def test_sinks_jsonl_tensorboard_and_wandb_offline(tmp_path, monkeypatch):
