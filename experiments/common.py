@@ -47,6 +47,20 @@ def replace_nested(config: TrainConfig, **overrides) -> TrainConfig:
     return dataclasses.replace(config, **flat)
 
 
+PRE_TUNING_DEFAULTS = {"update_epochs": 4, "num_minibatches": 4, "learning_rate": 2e-3,
+                       "clip_coef": 0.2, "ent_coef": 0.01, "ppo.critic": "behaviour",
+                       "ppo_kl.critic": "behaviour", "ppo_kl.target_kl": 0.01,
+                       "spo.critic": "behaviour", "vaco.delta": 0.2}
+"""TrainConfig's defaults before issue 30 made each algorithm's tuned values and the
+learner's critic the defaults: the experiments that ran under them pin them."""
+
+
+def pre_tuning_config(**fields) -> TrainConfig:
+    """TrainConfig(**fields) with `PRE_TUNING_DEFAULTS` for what `fields` leaves out."""
+    pinned = {k: v for k, v in PRE_TUNING_DEFAULTS.items() if k.split(".")[0] not in fields}
+    return replace_nested(TrainConfig(**fields), **pinned)
+
+
 def experiment_spec(path: Path, out: Path, envs: Sequence[str] | None = None,
                     seeds: int | None = None, steps: int | None = None,
                     variants: Sequence[str] | None = None,

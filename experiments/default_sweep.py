@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxvaco.config import TrainConfig
+from experiments.common import pre_tuning_config
 from jaxvaco.results import append_rows, read_rows
 from jaxvaco.run_dir import RunControl
 from jaxvaco.runner import run
@@ -64,7 +64,7 @@ FIELDS = ["stage", "shape", "update_epochs", "num_minibatches", "num_envs", "num
 def run_shape(stage: str, shape: str, lrs: tuple[float, ...], seed: int, seeds: int,
               out: Path) -> None:
     epochs, minibatches, envs, steps = SHAPES[shape]
-    config = TrainConfig(update_epochs=epochs, num_minibatches=minibatches, num_envs=envs,
+    config = pre_tuning_config(update_epochs=epochs, num_minibatches=minibatches, num_envs=envs,
                          num_steps=steps, learning_rate=lrs[0], total_timesteps=STEPS,
                          num_seeds=seeds, seed=seed, progress=False,
                          results_dir=str(out / "runs"),

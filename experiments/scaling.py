@@ -46,7 +46,7 @@ def measure(env: str, num_envs: int, num_seeds: int, target_steps: float) -> dic
     import jax
     import jax.numpy as jnp
 
-    from jaxvaco.config import TrainConfig
+    from jaxvaco.config import PPOConfig, TrainConfig
     from jaxvaco.runner import Compiled, expand_runs
     from jaxvaco.train import make_train
 
@@ -54,7 +54,9 @@ def measure(env: str, num_envs: int, num_seeds: int, target_steps: float) -> dic
     iterations = max(1, round(target_steps / (batch * num_seeds)))
     config = TrainConfig(env=env, num_envs=num_envs, num_seeds=num_seeds, num_steps=128,
                          total_timesteps=batch * (iterations + 1), progress=False,
-                         learning_rate=2.5e-4, **ENVS[env])
+                         learning_rate=2.5e-4, update_epochs=4, num_minibatches=4,
+                         clip_coef=0.2, ent_coef=0.01, ppo=PPOConfig(critic="behaviour"),
+                         **ENVS[env])  # the defaults before issue 30, pinned
     _, keys, hp = expand_runs(config)
     programs = Compiled(make_train(config))
     state = programs.init(keys, hp)

@@ -33,11 +33,13 @@ def parse_args() -> argparse.Namespace:
 
 
 def sweep_config(interval: int, args: argparse.Namespace):
-    from jaxvaco.config import DistributedConfig, TrainConfig
+    from jaxvaco.config import DistributedConfig, PPOConfig, TrainConfig
 
     return TrainConfig(env="CartPole-v1", num_envs=32, num_steps=64,
                        total_timesteps=int(args.total), update_epochs=4, num_minibatches=2,
                        learning_rate=1e-3, num_seeds=args.seeds, progress=False,
+                       clip_coef=0.2, ent_coef=0.01,  # the defaults before issue 30, pinned
+                       ppo=PPOConfig(critic="behaviour"),
                        distributed=DistributedConfig(num_devices=args.devices,
                                                      sync_interval=interval, stagger=True))
 

@@ -36,14 +36,17 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.config import DistributedConfig, LagConfig, TrainConfig
+from jaxvaco.config import DistributedConfig, LagConfig, PPOConfig, TrainConfig, VacoConfig
 from jaxvaco.runner import Compiled, expand_runs
 from jaxvaco.train import make_train
 
 DEFAULT_REFERENCE = Path(__file__).resolve().parents[1] / ".." / "shared" / "bench"
 BENCH_CONFIG = TrainConfig(num_envs=256, num_steps=128, update_epochs=4, num_minibatches=4,
                            hidden_sizes=(64, 64), activation="tanh", learning_rate=2.5e-4,
-                           progress=False)
+                           clip_coef=0.2, ent_coef=0.01, ppo=PPOConfig(critic="behaviour"),
+                           vaco=VacoConfig(delta=0.2), progress=False)
+"""The benchmarked programs: PPO with the recorded critic, as the reference computes it
+(ε, c_e, the critic and δ are the defaults before issue 30's tuned defaults, pinned)."""
 
 
 def jaxvaco_program(config: TrainConfig) -> tuple[Callable[[], None], int]:

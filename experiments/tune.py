@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.common import parse_with_retries, replace_nested
+from experiments.common import parse_with_retries, pre_tuning_config, replace_nested
 from jaxvaco.analysis.stats import iqm, normalize_score
-from jaxvaco.config import ALGOS, EvalConfig, LagConfig, TrainConfig
+from jaxvaco.config import ALGOS, EvalConfig, LagConfig
 from jaxvaco.results import append_rows, last_evaluated, read_rows, variant_rows
 from jaxvaco.runner import run
 
@@ -45,9 +45,9 @@ OUT = Path(__file__).resolve().parent / "results" / "tuning"
 DEV_ENVS = ("CartPole-v1", "Acrobot-v1", "Breakout-MinAtar")
 BUDGETS = {"CartPole-v1": 300_000, "Acrobot-v1": 300_000, "Breakout-MinAtar": 500_000}
 LAGS = (0, 8)
-BASE = TrainConfig(num_envs=16, num_steps=128, anneal_lr=True,
-                   lag=LagConfig(mode="uniform", num_groups=4, max_delay=max(LAGS)),
-                   eval=EvalConfig(every_chunks=0, num_episodes=16), progress=False)
+BASE = pre_tuning_config(num_envs=16, num_steps=128, anneal_lr=True,
+                         lag=LagConfig(mode="uniform", num_groups=4, max_delay=max(LAGS)),
+                         eval=EvalConfig(every_chunks=0, num_episodes=16), progress=False)
 HALVING_ENVS = ("CartPole-v1", "Acrobot-v1")
 """Where every configuration runs; the others get each algorithm's `--keep` best."""
 KNOBS = {"ppo": ("clip_coef", 0.1, 0.3), "spo": ("clip_coef", 0.1, 0.3),

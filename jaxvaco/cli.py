@@ -164,8 +164,9 @@ def train_command(argv: list[str]) -> int:
                                           "to continue)."), "invalid configuration: ")
     try:
         distributed.initialize(args.config.distributed)  # multi-host: before any JAX call
-        warn(ineffective_options(validate(args.config)))
-        result = run(args.config, control=args.control, resume=args.resume or None,
+        config = validate(args.config)
+        warn(ineffective_options(config))
+        result = run(config, control=args.control, resume=args.resume or None,
                      allow_changes=args.resume_with_changes)
     except RunAlreadyComplete as done:
         print(f"jaxvaco: {done}")
@@ -190,7 +191,13 @@ class SweepArgs:
 
 
 def sweep_command(argv: list[str]) -> int:
-    from jaxvaco.sweep import load_sweep_file, long_lags, run_sweep, validate_sweep
+    from jaxvaco.sweep import (
+        load_sweep_file,
+        long_lags,
+        run_sweep,
+        unlike_comparisons,
+        validate_sweep,
+    )
 
     path = argv[0] if argv and not argv[0].startswith("-") else None
     rest = argv[1:] if path else argv
@@ -205,7 +212,8 @@ def sweep_command(argv: list[str]) -> int:
     except UsageError as error:
         return report_failure(error, "")
     try:
-        warn(long_lags(validate_sweep(args.sweep)))
+        spec = validate_sweep(args.sweep)
+        warn(long_lags(spec) + unlike_comparisons(spec))
         result = run_sweep(args.sweep, args.control)
     except (ConfigError, RunWriteError, OSError) as error:
         return report_failure(error, "invalid sweep: ")

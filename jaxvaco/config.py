@@ -59,9 +59,11 @@ class EstimateConfig:
     ρ_t = min(ρ̄, π_T/β) multiplies Â once (inside V-trace, or after normalisation).
     """
 
-    critic: Critic = "behaviour"
-    """behaviour: the values V_β(s) recorded at collection time; learner: V_T(s), V_T(s')
-    recomputed with the learner's critic once per iteration (what a practitioner runs)."""
+    critic: Critic = "learner"
+    """learner: V_T(s), V_T(s') recomputed with the learner's critic once per iteration (what
+    a practitioner runs; the default since the fair lag study found that every algorithm
+    that uses the recorded critic collapses under lag [ours]); behaviour: the values V_β(s)
+    recorded at collection time (for ablations)."""
     advantages: Estimator = "gae"
     """gae: GAE(γ, λ); vtrace: V-trace(γ, λ, ρ̄, c̄) with ratios π_T/β (value targets with
     truncated traces; Â_t = q_t − V(s_t), times ρ_t only with anchor π_T)."""
@@ -90,8 +92,9 @@ class PPOKLConfig(EstimateConfig):
 
     kl_coef: float = 1.0
     """Initial (or fixed) KL penalty coefficient c_kl."""
-    target_kl: float = 0.01
-    """d: adaptive mode halves c_kl when KL < d/1.5 and doubles it when KL > 1.5·d."""
+    target_kl: float = 0.0271
+    """d: adaptive mode halves c_kl when KL < d/1.5 and doubles it when KL > 1.5·d. Default:
+    the equal-budget search's choice (see `TUNED`; 0.01 before)."""
     adaptive: bool = True
     """False keeps c_kl fixed."""
 
@@ -126,8 +129,9 @@ class VacoConfig(EstimateConfig):
     advantage_form: AdvantageForm = "normalize_then_weight"
     """With anchor π_T and V-trace: weighted = ρ_t inside Â_t (spec §3.1);
     normalize_then_weight [ours] = normalise the unweighted Â, then multiply by ρ_t."""
-    delta: float = 0.2
-    """δ: TV threshold of the filter [paper: 0.2]."""
+    delta: float = 0.0669
+    """δ: TV threshold of the filter. Default [ours]: the equal-budget search's choice (see
+    `TUNED`); the paper's value is 0.2 [paper], the default before the search."""
     filter: Literal["batch", "sample", "none"] = "batch"
     """batch: filter when the minibatch TV estimate D ≥ δ; sample: when ½|r_i − 1| ≥ δ;
     none: keep every sample (a plain importance-weighted policy gradient)."""
@@ -202,26 +206,26 @@ class TrainConfig:
     """L: rollout length per iteration."""
     total_timesteps: int = 1_000_000
     """Env steps per seed; iterations = total // (N·L)."""
-    update_epochs: int = 4
-    """E: passes over each batch."""
-    num_minibatches: int = 4
-    """M: minibatches per epoch; each holds whole trajectories (N/M envs × L steps)."""
-    learning_rate: float = 2e-3
-    """Adam step size. The default was chosen for PPO on CartPole-v1 by
-    `experiments/default_sweep.py`: with the other defaults it solved (greedy return >= 475
-    at 1M steps) 16 of 16 seeds and 32 of 32 fresh ones, against 16 / 16 and 27 / 32 for the
-    previous 1e-3 (README "Learning"). The lag sweep and the VACO design ran at 1e-3 and
-    2.5e-4 and pin them."""
+    update_epochs: int | None = None
+    """E: passes over each batch. Default (None): the algorithm's tuned value (`TUNED`)."""
+    num_minibatches: int | None = None
+    """M: minibatches per epoch; each holds whole trajectories (N/M envs × L steps).
+    Default (None): the algorithm's tuned value (`TUNED`)."""
+    learning_rate: float | None = None
+    """Adam step size. Default (None): the algorithm's tuned value (`TUNED`: ppo 2.95e-3,
+    ppo_kl 6.65e-4, spo 2.89e-3, impala 1.28e-4, vaco 2.28e-3)."""
     anneal_lr: bool = True
     """Linearly anneal the learning rate to 0 over training."""
     gamma: float = 0.99
     """Discount factor γ."""
     gae_lambda: float = 0.95
     """λ of GAE and of V-trace's traces."""
-    clip_coef: float = 0.2
-    """ε of PPO's clip and of SPO's penalty."""
-    ent_coef: float = 0.01
-    """c_e: weight of the entropy bonus."""
+    clip_coef: float | None = None
+    """ε of PPO's clip and of SPO's penalty. Default (None): the tuned value of ppo (0.166)
+    or spo (0.168); 0.2 for the algorithms that have no clip."""
+    ent_coef: float | None = None
+    """c_e: weight of the entropy bonus. Default (None): the algorithm's tuned value
+    (`TUNED`: ppo 0.0252, ppo_kl 0.0152, spo 0.0113, impala 0.00241, vaco 0.00273)."""
     vf_coef: float = 0.5
     """c_v: weight of the value loss ½·(V(s) − v)²."""
     max_grad_norm: float = 0.5
@@ -268,7 +272,60 @@ class TrainConfig:
 
     @property
     def updates_per_iteration(self) -> int:
-        return self.update_epochs * self.num_minibatches
+        resolved = with_tuned_defaults(self)
+        return resolved.update_epochs * resolved.num_minibatches
+
+
+TUNED: dict[str, dict[str, float | int]] = {
+    "ppo": {"learning_rate": 2.95e-3, "ent_coef": 0.0252, "update_epochs": 8,
+            "num_minibatches": 4, "clip_coef": 0.166},
+    "ppo_kl": {"learning_rate": 6.65e-4, "ent_coef": 0.0152, "update_epochs": 4,
+               "num_minibatches": 8, "clip_coef": 0.2},
+    "spo": {"learning_rate": 2.89e-3, "ent_coef": 0.0113, "update_epochs": 8,
+            "num_minibatches": 8, "clip_coef": 0.168},
+    "impala": {"learning_rate": 1.28e-4, "ent_coef": 0.00241, "update_epochs": 2,
+               "num_minibatches": 4, "clip_coef": 0.2},
+    "vaco": {"learning_rate": 2.28e-3, "ent_coef": 0.00273, "update_epochs": 8,
+             "num_minibatches": 4, "clip_coef": 0.2},
+}
+"""Each algorithm's defaults for the options all algorithms share [ours]: the configuration
+the equal-budget random search chose for it (`experiments/tune.py`, 24 configurations per
+algorithm on the development environments CartPole-v1, Acrobot-v1 and Breakout-MinAtar at
+K ∈ {0, 8}, 4 seeds, ranked by the IQM of the normalised greedy return; commit b2250b1,
+`experiments/results/tuning/chosen.json`), rounded to three significant digits. Their own
+knobs (`PPOKLConfig.target_kl`, `VacoConfig.delta`) default to the search's choice too.
+PPO-clip was tuned with the learner's critic; PPO-KL and SPO with the recorded one (their
+default then), and run with the learner's now. ε (`clip_coef`) is 0.2 where an algorithm
+has no clip. An option given explicitly (flag, config file, Python) always wins; a run
+records the values it used in config.json, so a run started under other defaults resumes
+with its own."""
+SHARED_TUNED = tuple(TUNED["ppo"])
+"""The TrainConfig fields whose default (None) is the running algorithm's tuned value."""
+
+
+def with_tuned_defaults(config: TrainConfig) -> TrainConfig:
+    """`config` with every shared option left at None set to its algorithm's tuned value
+    (`TUNED`); an unknown algorithm is left as it is (validation names it)."""
+    tuned = TUNED.get(config.algo)
+    if tuned is None:
+        return config
+    unset = {name: tuned[name] for name in SHARED_TUNED if getattr(config, name) is None}
+    return dataclasses.replace(config, **unset) if unset else config
+
+
+def tuned_settings(config: TrainConfig) -> bool:
+    """True when the (resolved) config uses its algorithm's tuned values for the shared
+    options and its own knob (target KL, δ)."""
+    config = with_tuned_defaults(config)
+    tuned = TUNED.get(config.algo, {})
+    knobs = {"ppo_kl": ("ppo_kl", "target_kl"), "vaco": ("vaco", "delta")}
+    own = True
+    if config.algo in knobs:
+        group, name = knobs[config.algo]
+        own = getattr(getattr(config, group), name) == getattr(type(getattr(config, group))(),
+                                                                name)
+    relevant = [n for n in SHARED_TUNED if n != "clip_coef" or config.algo in ("ppo", "spo")]
+    return own and all(getattr(config, n) == tuned[n] for n in relevant)
 
 
 def to_dict(config: TrainConfig) -> dict:
@@ -327,6 +384,10 @@ def _typed(value: Any, kind: Any, source: str, name: str) -> Any:
         if not isinstance(value, dict):
             return _wrong_type(source, name, value, "a table")
         return {k: _typed(v, args[1], source, f"{name}.{k}") for k, v in value.items()}
+    if type(None) in args:  # an optional value: None, or one of the other type
+        if value is None:
+            return None
+        kind = next(arg for arg in args if arg is not type(None))
     accepted = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}[kind]
     if isinstance(value, accepted) and (kind is bool or not isinstance(value, bool)):
         return value

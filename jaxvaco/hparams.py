@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from flax import struct
 
-from jaxvaco.config import TrainConfig
+from jaxvaco.config import TrainConfig, with_tuned_defaults
 
 
 @struct.dataclass
@@ -36,7 +36,9 @@ class Hyperparams:
 
 
 def hyperparams_from_config(config: TrainConfig) -> Hyperparams:
-    """Scalar leaves for one run, read from the config."""
+    """Scalar leaves for one run, read from the config (shared options left at None: the
+    algorithm's tuned values)."""
+    config = with_tuned_defaults(config)
     options = getattr(config, config.algo)  # every algorithm's group holds its ρ̄ and c̄
     f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
     return Hyperparams(

@@ -140,13 +140,15 @@ def validate_grid(config: TrainConfig, grid: Grid) -> None:
     validate_grid_values(config, swept)
 
 
-def check_before_start(config: TrainConfig, grid: Grid | None) -> None:
+def check_before_start(config: TrainConfig, grid: Grid | None) -> TrainConfig:
     """Everything that can be checked before a run folder is made: the configuration, every
-    grid value, the devices asked for, and memory for the largest arrays."""
-    validate(config)
+    grid value, the devices asked for, and memory for the largest arrays. Returns the
+    config with its algorithm's tuned values where shared options were left at None."""
+    config = validate(config)
     validate_grid(config, grid or {})
     distributed.check_device_count(config)
     validate_memory(config, config.num_seeds * len(grid_combinations(grid)))
+    return config
 
 
 def expand_runs(config: TrainConfig, grid: Grid | None = None
@@ -444,7 +446,7 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
     COMPILE_CLOCK.start()
     started, watch = time.time(), Stopwatch()
     cache_dir = configure_cache(control.compilation_cache)  # first: validating may compile
-    check_before_start(config, grid)
+    config = check_before_start(config, grid)
     if control.checkpoint_every < 0 or control.keep_checkpoints < 0:
         raise ConfigError("--checkpoint-every and --keep-checkpoints must be >= 0.")
     config, grid, run_dir, store = open_run(config, grid, control, resume, allow_changes)

@@ -69,6 +69,7 @@ from jaxvaco.config import (
     TrainConfig,
     from_table,
     to_dict,
+    tuned_settings,
 )
 from jaxvaco.results import tidy_rows, write_table
 from jaxvaco.run_dir import RunControl, load_run_dir, write_json
@@ -263,6 +264,36 @@ def long_lags(spec: SweepConfig) -> list[str]:
             "them or raise total_timesteps."]
 
 
+def critic_of(config: TrainConfig) -> str:
+    """Which critic gives a cell's advantages: its algorithm's `critic` option; IMPALA
+    recomputes V-trace with the learner's critic at every minibatch."""
+    return "learner" if config.algo == "impala" else getattr(config, config.algo).critic
+
+
+def unlike_comparisons(spec: SweepConfig) -> list[str]:
+    """Warnings for a comparison of unlike variants: some use the recorded (behaviour)
+    critic and others the learner's, or some run their algorithm's tuned values
+    (`jaxvaco.config.TUNED`) and others not. One line each, naming the variants."""
+    configs: dict[str, TrainConfig] = {}
+    for cell, config, _ in plan_sweep(spec):
+        configs.setdefault(cell.label, config)
+    out = []
+    critics = {label: critic_of(config) for label, config in configs.items()}
+    if len(set(critics.values())) > 1:
+        named = ", ".join(f"{label} ({critic})" for label, critic in critics.items())
+        out.append(f"the variants differ in critic: {named}; a lag comparison then measures "
+                   "the critic too (advantages from the recorded critic collapse under lag). "
+                   "Set <algo>.critic alike unless the critic is what you compare.")
+    tuned = {label: tuned_settings(config) for label, config in configs.items()}
+    if len(set(tuned.values())) > 1:
+        untuned = ", ".join(label for label, ok in tuned.items() if not ok)
+        out.append(f"{untuned} do(es) not run with its algorithm's tuned values "
+                   "(jaxvaco.config.TUNED: learning rate, entropy, epochs, minibatches, its own "
+                   "knob) while the other variants do; give every variant the same tuning "
+                   "budget, or name the difference.")
+    return out
+
+
 def cells(spec: SweepConfig) -> list[Cell]:
     """Every cell: env × (variant or algo) × K-set, in that order."""
     delays = [tuple(spec.lag_delays)] if spec.vmap_lag else [(k,) for k in spec.lag_delays]
@@ -297,7 +328,7 @@ def cell_setup(spec: SweepConfig, cell: Cell, directory: Path
     grid = dict(spec.grid)
     if len(cell.delays) > 1:
         grid["lag_delay"] = cell.delays
-    check_before_start(config, grid)
+    config = check_before_start(config, grid)
     return config, grid or None
 
 

@@ -424,8 +424,9 @@ def evaluate(setup: Setup, eval_env: VecEnv, state: TrainState, key: jax.Array,
 
 
 def make_train(config: TrainConfig) -> Trainer:
-    """Build env, network, algorithm and wire the stages into the pure functions of one run."""
-    validate(config)
+    """Build env, network, algorithm and wire the stages into the pure functions of one run
+    (shared options left at None take the algorithm's tuned values, `config.TUNED`)."""
+    config = validate(config)
     axis = distributed.env_axis(config)  # None on one device: every collective is the identity
     devices = config.distributed.num_devices if axis else 1
     make = functools.partial(make_env, config.env, brax_backend=config.brax_backend)

@@ -14,7 +14,7 @@ import typing
 from pathlib import Path, PurePath
 from typing import Any
 
-from jaxvaco.config import ALGOS, ConfigError, TrainConfig
+from jaxvaco.config import ALGOS, ConfigError, TrainConfig, with_tuned_defaults
 
 
 def _require(condition: bool, message: str) -> None:
@@ -35,7 +35,7 @@ def _float_fields(config: Any, prefix: str = "") -> dict[str, float]:
         value = getattr(config, field.name)
         if dataclasses.is_dataclass(value):
             out.update(_float_fields(value, f"{prefix}{field.name}."))
-        elif hints[field.name] is float:
+        elif hints[field.name] in (float, float | None) and value is not None:
             out[prefix + field.name] = value
     return out
 
@@ -195,7 +195,10 @@ def _nearest_divisor(n: int, target: int) -> int:
 
 
 def validate(config: TrainConfig) -> TrainConfig:
-    """Check every setting; raise ConfigError naming the option to change. Returns config."""
+    """Check every setting; raise ConfigError naming the option to change. Returns the
+    config with its algorithm's tuned values where shared options were left at None."""
+    _validate_algo(config)
+    config = with_tuned_defaults(config)
     _validate_finite(config)
     _validate_positive(config)
     _validate_ranges(config)
@@ -203,7 +206,6 @@ def validate(config: TrainConfig) -> TrainConfig:
     _validate_paths(config)
     _validate_shapes(config)
     _validate_lag(config)
-    _validate_algo(config)
     _validate_distributed(config)
     _validate_env(config)
     return config

@@ -657,3 +657,24 @@ def test_a_full_disk_on_a_real_filesystem_ends_with_one_line(tmp_path):
         assert checkpoint_steps(disk / "r")[-1] == 4
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def test_a_run_recorded_under_the_old_defaults_resumes_with_its_recorded_values(tmp_path):
+    """Before the tuned defaults (issue 30) a run recorded ε 0.2, c_e 0.01, lr 2e-3 and the
+    recorded critic in its config.json; resumed now, from its newest checkpoint, it goes on
+    with those values: its last iteration is the very row it computed the first time."""
+    old = ["--learning-rate", "2e-3", "--ent-coef", "0.01", "--clip-coef", "0.2",
+           "--ppo.critic", "behaviour", "--chunk-iterations", "1", "--checkpoint-every", "1"]
+    assert cli(["train", *TINY, *old, "--results-dir", str(tmp_path), "--run-name", "r"]
+               ).status == 0
+    run_dir = tmp_path / "r"
+    recorded = json.loads((run_dir / "config.json").read_text())
+    first = final_numbers(run_dir)
+    shutil.rmtree(run_dir / "checkpoints" / "4")
+    keep_first_rows(run_dir, 3)
+    assert process(["train", "--resume", str(run_dir)]).status == 0
+    resumed = json.loads((run_dir / "config.json").read_text())
+    for key in ("learning_rate", "ent_coef", "clip_coef", "update_epochs", "num_minibatches"):
+        assert resumed[key] == recorded[key]
+    assert resumed["ppo"]["critic"] == "behaviour"
+    assert final_numbers(run_dir) == first

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,7 @@ from jaxvaco.config import (
     VtraceConfig,
     from_dict,
     to_dict,
+    with_tuned_defaults,
 )
 from jaxvaco.validation import validate
 
@@ -35,9 +37,42 @@ def invalid(**changes) -> str:
 
 
 def test_defaults_and_base_are_valid():
-    assert validate(TrainConfig()) == TrainConfig()
-    assert validate(BASE) is BASE
+    assert validate(TrainConfig()) == with_tuned_defaults(TrainConfig())
+    assert validate(BASE) == with_tuned_defaults(BASE)
     assert issubclass(ConfigError, ValueError)
+
+
+CHOSEN = json.loads((Path(__file__).parents[1] / "experiments" / "results" / "tuning"
+                     / "chosen.json").read_text())
+
+
+def three_digits(x: float) -> float:
+    return float(f"{x:.3g}")
+
+
+@pytest.mark.parametrize("algo", sorted(CHOSEN))
+def test_each_algorithm_defaults_to_the_configuration_its_tuning_chose(algo):
+    """The committed search result (chosen.json), rounded to three significant digits, is
+    what an algorithm runs with when nothing is given; the learner's critic everywhere."""
+    chosen = CHOSEN[algo]
+    config = validate(TrainConfig(algo=algo))
+    assert config.update_epochs == chosen["update_epochs"]
+    assert config.num_minibatches == chosen["num_minibatches"]
+    assert config.learning_rate == three_digits(chosen["learning_rate"])
+    assert config.ent_coef == three_digits(chosen["ent_coef"])
+    knob = {"ppo": config.clip_coef, "spo": config.clip_coef,
+            "ppo_kl": config.ppo_kl.target_kl, "vaco": config.vaco.delta}
+    for name in ("clip_coef", "target_kl", "delta"):
+        if name in chosen:
+            assert knob[algo] == three_digits(chosen[name])
+    if algo != "impala":
+        assert getattr(config, algo).critic == "learner"
+
+
+def test_explicit_values_win_over_the_tuned_defaults():
+    config = validate(TrainConfig(algo="vaco", learning_rate=1e-4, update_epochs=2))
+    assert (config.learning_rate, config.update_epochs) == (1e-4, 2)
+    assert config.ent_coef == three_digits(CHOSEN["vaco"]["ent_coef"])
 
 
 def test_minibatches_must_divide_envs_and_a_divisor_is_suggested():

@@ -28,11 +28,21 @@ def old_config(base: TrainConfig, env: str, overrides: dict, lags) -> TrainConfi
     return replace_nested(config, **{"lag.max_delay": max(lags)})
 
 
+def pinned(**fields) -> TrainConfig:
+    """A TrainConfig under the defaults of 6deee9f (before issue 30's tuned defaults): what
+    the scripts' `TrainConfig(...)` meant then."""
+    config = TrainConfig(**{"update_epochs": 4, "num_minibatches": 4, "learning_rate": 2e-3,
+                            "clip_coef": 0.2, "ent_coef": 0.01, **fields})
+    return replace_nested(config, **{"ppo.critic": "behaviour", "ppo_kl.critic": "behaviour",
+                                     "ppo_kl.target_kl": 0.01, "spo.critic": "behaviour",
+                                     "vaco.delta": 0.2})
+
+
 EVAL = EvalConfig(every_chunks=0, num_episodes=16)
 UNIFORM = LagConfig(mode="uniform", num_groups=4)
 DEV_BUDGETS = {"CartPole-v1": 300_000, "Acrobot-v1": 300_000, "Breakout-MinAtar": 500_000}
 
-ABLATION_BASE = TrainConfig(num_envs=16, num_steps=128, update_epochs=4, num_minibatches=4,
+ABLATION_BASE = pinned(num_envs=16, num_steps=128, update_epochs=4, num_minibatches=4,
                             learning_rate=1e-3, anneal_lr=True, gamma=0.99, gae_lambda=0.95,
                             clip_coef=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5,
                             lag=UNIFORM, eval=EVAL, progress=False)
@@ -70,8 +80,8 @@ def ablation_runs() -> dict[tuple[str, str], TrainConfig]:
 
 
 def lag_sweep_runs() -> dict[tuple[str, str], TrainConfig]:
-    base = TrainConfig(num_envs=16, num_steps=128, update_epochs=4, num_minibatches=4,
-                       learning_rate=1e-3, lag=UNIFORM, eval=EVAL, progress=False)
+    base = pinned(num_envs=16, num_steps=128, update_epochs=4, num_minibatches=4,
+                  learning_rate=1e-3, lag=UNIFORM, eval=EVAL, progress=False)
     return {(env, algo): old_config(base, env, {"algo": algo, "num_seeds": 16,
                                                 "total_timesteps": steps}, (0, 2, 4, 8, 16))
             for env, steps in DEV_BUDGETS.items() for algo in ALGOS}
@@ -90,8 +100,8 @@ CHOSEN = {"ppo": {"config": 3, "update_epochs": 2, "num_minibatches": 8,
 
 
 def fair_study_runs(variants: dict[str, dict]) -> dict[tuple[str, str], TrainConfig]:
-    base = TrainConfig(num_envs=16, num_steps=128, anneal_lr=True, lag=UNIFORM, eval=EVAL,
-                       progress=False)
+    base = pinned(num_envs=16, num_steps=128, anneal_lr=True, lag=UNIFORM, eval=EVAL,
+                  progress=False)
     envs = {**DEV_BUDGETS, "Asterix-MinAtar": 500_000, "SpaceInvaders-MinAtar": 500_000,
             "Freeway-MinAtar": 500_000, "hopper": 1_000_000,
             "inverted_double_pendulum": 1_000_000, "reacher": 1_000_000}
@@ -104,8 +114,8 @@ def fair_study_runs(variants: dict[str, dict]) -> dict[tuple[str, str], TrainCon
 
 
 def vaco_design_runs(stage: str) -> dict[tuple[str, str], TrainConfig]:
-    base = TrainConfig(num_envs=16, num_steps=128, update_epochs=4, num_minibatches=4,
-                       learning_rate=2.5e-4, anneal_lr=True, total_timesteps=500_000,
+    base = pinned(num_envs=16, num_steps=128, update_epochs=4, num_minibatches=4,
+                  learning_rate=2.5e-4, anneal_lr=True, total_timesteps=500_000,
                        lag=LagConfig(mode="fixed", num_groups=1), eval=EVAL, progress=False)
     spec_vaco = {"algo": "vaco", "vaco.anchor": "learner", "vaco.critic": "learner",
                  "vaco.advantages": "vtrace", "vaco.advantage_form": "weighted"}

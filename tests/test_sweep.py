@@ -288,3 +288,28 @@ def test_variant_sweep_table_and_resume(tmp_path):
                                             "gamma": 0.9}})
     with pytest.raises(ConfigError, match="complete but was run with other settings"):
         run_sweep(changed, control)
+
+
+UNLIKE = [
+    ({}, ["ppo", "vaco"], []),
+    ({"ppo (recorded critic)": {"algo": "ppo", "ppo": {"critic": "behaviour"}},
+      "vaco": {"algo": "vaco"}}, [], ["differ in critic", "ppo (recorded critic) (behaviour)",
+                                      "vaco (learner)"]),
+    ({"ppo lr 1e-3": {"algo": "ppo", "learning_rate": 1e-3}, "vaco": {"algo": "vaco"},
+      "impala": {"algo": "impala"}}, [], ["ppo lr 1e-3 do(es) not run with its algorithm's tuned"]),
+]
+
+
+@pytest.mark.parametrize("variants,algos,needles", UNLIKE, ids=["defaults", "critic", "tuned"])
+def test_a_sweep_of_unlike_variants_says_so(variants, algos, needles):
+    """algos = ["ppo", "vaco"] with nothing else compares like with like (both on the
+    learner's critic, each with its tuned values); a variant on the recorded critic, or one
+    off its tuned values, is named in one warning line."""
+    from jaxvaco.sweep import unlike_comparisons
+
+    spec = SweepConfig(envs=("CartPole-v1",), algos=tuple(algos), variants=variants,
+                       base=TrainConfig(total_timesteps=20_480))
+    warnings = unlike_comparisons(spec)
+    assert len(warnings) == (1 if needles else 0), warnings
+    for needle in needles:
+        assert needle in warnings[0], (needle, warnings)
