@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -27,8 +28,8 @@ commands:
           (jaxvaco train --help lists every option; --resume DIR continues a run)
   sweep   run a grid of environments × algorithms × lags × seeds from a TOML file
           and/or flags; restarting it skips finished cells
-  plot    plot a sweep (or a single run): learning curves, return and TV against
-          lag, aggregate intervals, as PNG and PDF
+  plot    print a sweep's (or a run's) results table and plot it: learning curves,
+          return, retention and TV against lag, aggregate intervals, as PNG and PDF
 """
 
 Flat = tyro.conf.arg(name="")
@@ -221,7 +222,36 @@ def sweep_command(argv: list[str]) -> int:
         hint = f"jaxvaco sweep {' '.join(argv)}"
         print(stopped_message(result.stop_signal, result.directory, hint), file=sys.stderr)
         return 128 + result.stop_signal
+    print_sweep_answer(result.directory)
     return 1 if result.failed else 0
+
+
+def print_sweep_answer(directory: Path) -> None:
+    """The end of a sweep: its results table (`print_table`), then, as the last line, the
+    command that plots it. Nothing when no cell is complete."""
+    from jaxvaco.results import load_results
+
+    try:
+        table = load_results(directory)
+    except ConfigError:  # no complete cell: nothing to show or plot
+        return
+    print_table(table, directory)
+    print(f"jaxvaco plot {shlex.quote(str(directory))}", flush=True)
+
+
+def print_table(table: dict, source: Path) -> None:
+    """One row per (env, variant), a column per K (`jaxvaco.analysis.tables.robustness_table`,
+    printed by `jaxvaco.progress.print_results_table`); a table it cannot summarise gets a
+    warning instead."""
+    from jaxvaco.analysis.tables import robustness_table
+    from jaxvaco.progress import print_results_table
+
+    try:
+        rows = robustness_table(table)
+    except (KeyError, ValueError) as error:
+        warn([f"cannot summarise {source}: {describe(error)}"])
+        return
+    print_results_table(rows)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,15 +266,18 @@ class PlotArgs:
 
 
 def plot_command(argv: list[str]) -> int:
-    from jaxvaco.results import plot_results
+    from jaxvaco.results import load_results, plot_results
 
     try:
         args = parse_args(PlotArgs, argv, prog="jaxvaco plot",
-                          description="Plot a sweep or a run as PNG and PDF.")
+                          description="Print a sweep's (or a run's) results table and plot "
+                                      "it as PNG and PDF.")
     except UsageError as error:
         return report_failure(error, "")
     try:
-        paths = plot_results(args.directory, args.out, args.metric)
+        table = load_results(args.directory)
+        print_table(table, args.directory)
+        paths = plot_results(args.directory, args.out, args.metric, table=table)
     except (ConfigError, KeyError, ValueError) as error:
         print(f"jaxvaco: cannot plot {args.directory}: {describe(error)}", file=sys.stderr)
         return 2

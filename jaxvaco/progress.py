@@ -6,9 +6,11 @@ from pathlib import Path
 
 import numpy as np
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 from rich.table import Table
+from rich.text import Text
 
 from jaxvaco.config import TrainConfig
 from jaxvaco.results import FRACTIONS
@@ -55,7 +57,9 @@ class Progress:
 
 
 def print_summary(config: TrainConfig, run_dir: Path, runs: list[dict], summary: dict) -> None:
-    """One row per run (its seed and swept values), then the mean when there are several."""
+    """One row per run (its seed and swept values); after the runs of each combination of
+    swept values (each K of a lag sweep) that has several seeds, their mean over seeds. Runs
+    of different K are never averaged together."""
     table = Table(title=f"{config.algo} on {config.env}: {len(runs)} run(s)")
     labels = list(runs[0])
     for name in labels:
@@ -64,11 +68,18 @@ def print_summary(config: TrainConfig, run_dir: Path, runs: list[dict], summary:
                if k in summary]
     for name in columns:
         table.add_column(name, justify="right")
+    groups: dict[tuple, list[int]] = {}
     for r, run in enumerate(runs):
-        table.add_row(*(str(run[k]) for k in labels), *(f"{summary[k][r]:.1f}" for k in columns))
-    if len(runs) > 1:
-        table.add_row("mean", *([""] * (len(labels) - 1)),
-                      *(f"{np.nanmean(summary[k]):.1f}" for k in columns), style="bold")
+        groups.setdefault(tuple(run[k] for k in labels if k != "seed"), []).append(r)
+    for members in groups.values():
+        for r in members:
+            table.add_row(*(str(runs[r][k]) for k in labels),
+                          *(f"{summary[k][r]:.1f}" for k in columns))
+        if len(members) > 1:
+            first = runs[members[0]]
+            means = (np.nanmean(np.asarray(summary[k], dtype=float)[members]) for k in columns)
+            table.add_row(*("mean" if k == "seed" else str(first[k]) for k in labels),
+                          *(f"{m:.1f}" for m in means), style="bold")
     console = Console()
     console.print(table)
     console.print(f"env steps per run: {int(summary['env_steps'][0]):,}   "
@@ -78,3 +89,64 @@ def print_summary(config: TrainConfig, run_dir: Path, runs: list[dict], summary:
         console.print(f"compile: {float(summary['compile_time']):.1f} s, "
                       f"{int(summary['compiled_programs'])} programs "
                       f"({int(summary['cache_hits'])} from the compilation cache)")
+
+
+def results_table(rows: list[dict]) -> tuple[Table, list[str]]:
+    """A rich table of `jaxvaco.analysis.tables.robustness_table` rows and the footnotes
+    that say what its cells are."""
+    from jaxvaco.analysis.tables import format_estimate
+
+    ks = sorted({k for row in rows for k in row["return"]})
+    greedy = any(row["greedy"] for row in rows)
+    retention = bool(rows) and "retention" in rows[0]
+    table = Table(title="Final return by policy lag K: mean [95% CI] over seeds")
+    table.add_column("env")
+    table.add_column("variant")
+    table.add_column("seeds", justify="right")
+    for k in ks:
+        table.add_column(f"K={k}\nreturn", justify="right")
+        if greedy:
+            table.add_column(f"K={k}\ngreedy", justify="right")
+    if retention:
+        k_max = rows[0]["retention_K"]
+        table.add_column(f"retention\nK={k_max} − K=0", justify="right")
+    for row in rows:
+        counts = {k: row["return"][k].n if k in row["return"] else 0 for k in ks}
+        seeds = str(row["seeds"])
+        if set(counts.values()) != {row["seeds"]}:  # some K has fewer
+            seeds += f" ({', '.join(f'K={k}: {n}' for k, n in counts.items())})"
+        cells = [str(row["env"]), str(row["variant"]), seeds]
+        for k in ks:
+            cells.append(format_estimate(row["return"].get(k)))
+            if greedy:
+                cells.append(format_estimate(row["greedy"].get(k)))
+        if retention:
+            digits = 3 if row["scale"] == "normalised" else 1
+            cells.append(format_estimate(row["retention"], digits))
+        table.add_row(*(Text(cell) for cell in cells))
+    notes = ["return: final training return (stochastic policy; each run's last chunk that "
+             "finished an episode), mean [95% bootstrap CI] over seeds."]
+    if greedy:
+        notes.append("greedy: greedy evaluation return (eval/greedy_return) at each run's "
+                     "last evaluation.")
+    if retention:
+        normalised = sorted({str(r["env"]) for r in rows if r["scale"] == "normalised"})
+        raw = sorted({str(r["env"]) for r in rows if r["scale"] != "normalised"})
+        scales = ([f"in normalised score (random = 0, reference = 1) on {', '.join(normalised)}"]
+                  if normalised else []) + (
+                  [f"in raw return on {', '.join(raw)} (no reference scores)"] if raw else [])
+        notes.append(f"retention: final training return at K={k_max} minus at K=0, paired by "
+                     f"seed, {'; '.join(scales)}; [95% CI]; negative = lost to the lag.")
+    return table, notes
+
+
+def print_results_table(rows: list[dict], console: Console | None = None) -> None:
+    """Print `results_table` (as wide as it needs when the output is not a terminal)."""
+    table, notes = results_table(rows)
+    console = console or Console()
+    if not console.is_terminal:
+        width = Measurement.get(console, console.options.update_width(10_000), table).maximum
+        console = Console(file=console.file, width=max(console.width, width))
+    console.print(table)
+    for note in notes:
+        console.print(Text(note), soft_wrap=True)

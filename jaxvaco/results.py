@@ -245,16 +245,19 @@ def load_results(directory: Path) -> dict[str, np.ndarray]:
     return table
 
 
-def plot_results(directory: Path, out: Path | None = None, metric: str = "return"
-                 ) -> list[Path]:
-    """Learning curves, final return and TV against lag, aggregate intervals: PNG + PDF.
+def plot_results(directory: Path, out: Path | None = None, metric: str = "return",
+                 table: dict[str, np.ndarray] | None = None) -> list[Path]:
+    """Learning curves, final return, retention and TV against lag (when the table has TV
+    metrics), aggregate intervals: PNG + PDF, one colour per variant in every figure.
 
     Scores in the aggregate chart are normalised (`jaxvaco.analysis.stats.normalize_score`)
-    when every environment has reference scores, else raw (with a warning).
+    when every environment has reference scores, else raw (with a warning). The retention
+    figure is drawn when some variant ran at K = 0 and a K > 0. `table`: the results, when
+    already loaded (`load_results(directory)`).
     """
     from jaxvaco.analysis import lag_plots, plots, stats, tables
 
-    table = load_results(Path(directory))
+    table = load_results(Path(directory)) if table is None else table
     if "variant" in table:  # a sweep's variants (several may share an algorithm)
         table = {**table, "algo": table["variant"]}
     directory = Path(directory)
@@ -264,11 +267,19 @@ def plot_results(directory: Path, out: Path | None = None, metric: str = "return
     if not normalize:
         warnings.warn(f"No reference scores for {sorted(envs - set(stats.REFERENCE_SCORES))}"
                       ": the aggregate chart shows raw returns.", stacklevel=2)
+    colors = plots.variant_colors(table)
     finals = tables.final_scores(table)
     score_dict, _ = tables.score_dict_from_table(finals, normalize=normalize, metric=metric)
-    paths = plots.plot_learning_curves(table, out, metric=metric)
-    paths += lag_plots.plot_return_vs_lag(table, out, metric=metric)
-    paths += plots.plot_aggregate_intervals(score_dict, out, normalize=normalize)
-    paths += lag_plots.plot_tv_vs_lag(table, out)
+    paths = plots.plot_learning_curves(table, out, metric=metric, colors=colors)
+    paths += lag_plots.plot_return_vs_lag(table, out, metric=metric, colors=colors)
+    lags: dict[tuple, set] = {}
+    for env, variant, k in tables.row_groups(table, ["env", "algo", "K"]):
+        lags.setdefault((env, variant), set()).add(k)
+    if any(0 in ks and ks - {0, None} for ks in lags.values()):  # retention needs both
+        paths += lag_plots.plot_retention_vs_lag(table, out, metric=metric, colors=colors)
+    paths += plots.plot_aggregate_intervals(score_dict, out, normalize=normalize,
+                                            colors=colors, metric=metric)
+    if any(name in table for name in ("tv/backward", "tv/forward")):  # a table may lack them
+        paths += lag_plots.plot_tv_vs_lag(table, out, colors=colors)
     return paths
 

@@ -29,7 +29,9 @@ chunk with columns env, algo, K, seed, step, return (training episode return), v
 (the variant's name, else the algo), then every other metric (eval/greedy_return,
 tv/backward, tv/forward, tv/total, lag/iterations, the algorithm's ppo/clipped_fraction,
 spo/outside_fraction or vaco/filtered_fraction, ...): see `jaxvaco.results`.
-``jaxvaco plot`` draws it (one line per variant).
+``jaxvaco sweep`` ends by printing its table of final returns per (env, variant) and K with
+the retention at the largest K (`jaxvaco.analysis.tables.robustness_table`), then the
+``jaxvaco plot`` command, which prints the same table and draws it (one colour per variant).
 
 Example ``sweep.toml``::
 

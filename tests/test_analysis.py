@@ -3,6 +3,8 @@ computations, SciPy and rliable; plots."""
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 
@@ -339,3 +341,165 @@ def test_learning_curves_from_csv_rows_with_empty_returns(tmp_path):
              "return": "" if step == 2048 else str(-100.0 - seed)}
             for seed in range(3) for step in (2048, 4096, 6144)]
     _assert_png_pdf(plots.plot_learning_curves(rows, tmp_path, reps=20))
+
+
+# --------------------------------------------------------------------------------------------
+# The sweep's results table (robustness_table) and what every figure shows
+# --------------------------------------------------------------------------------------------
+
+SEEDS = (0, 1, 2)
+TABLE_ENVS = ("CartPole-v1", "Toy-v0")  # Toy-v0 has no reference scores: raw returns
+
+
+def _final(env: str, variant: str, k: int, seed: int) -> float:
+    """The final training return of one run of `_sweep_table`, by a formula."""
+    base = {"CartPole-v1": 300.0, "Toy-v0": -40.0}[env] + (25.0 if variant == "b" else 0.0)
+    return base - (3.0 + seed) * k * (1.0 if variant == "a" else 0.5) + 7.0 * seed
+
+
+def _sweep_table(ks=(0, 4)) -> dict[str, np.ndarray]:
+    """A small sweep's tidy table as NumPy columns: 2 envs × 2 variants (one algo) × K × 3
+    seeds, 2 steps per run; the greedy return only at the last step. The run (Toy-v0, b,
+    K=max, seed 2) finished no episode in its last chunk: its final return is its step-1000
+    value, `_final`."""
+    rows = []
+    for env in TABLE_ENVS:
+        for variant in ("a", "b"):
+            for k in ks:
+                for seed in SEEDS:
+                    last = _final(env, variant, k, seed)
+                    lost = (env, variant, k, seed) == ("Toy-v0", "b", max(ks), 2)
+                    for step, ret in ((1000, last if lost else last - 50.0),
+                                      (2000, np.nan if lost else last)):
+                        rows.append((env, "ppo", variant, k, seed, step, ret,
+                                     last + 10.0 if step == 2000 else np.nan))
+    names = ("env", "algo", "variant", "K", "seed", "step", "return", "eval/greedy_return")
+    columns = zip(*rows, strict=True)
+    return {name: np.asarray(column) for name, column in zip(names, columns, strict=True)}
+
+
+def test_robustness_table_cells_by_hand():
+    rows = tables.robustness_table(_sweep_table())
+    assert [(r["env"], r["variant"]) for r in rows] == [
+        (e, v) for e in sorted(TABLE_ENVS) for v in ("a", "b")]
+    for row in rows:
+        env, variant = row["env"], row["variant"]
+        assert row["seeds"] == 3 and sorted(row["return"]) == [0, 4]
+        for k in (0, 4):
+            finals = [_final(env, variant, k, s) for s in SEEDS]
+            mean, low, high, n = row["return"][k]
+            assert n == 3 and mean == pytest.approx(np.mean(finals))
+            assert min(finals) <= low <= mean <= high <= max(finals)
+            assert row["greedy"][k].mean == pytest.approx(np.mean(finals) + 10.0)
+        diffs = np.asarray([_final(env, variant, 4, s) - _final(env, variant, 0, s)
+                            for s in SEEDS])
+        if env == "CartPole-v1":  # normalised: random = 22.6, reference = 500
+            diffs = diffs / (500.0 - 22.6)
+            assert row["scale"] == "normalised"
+        else:
+            assert row["scale"] == "return"
+        point, low, high, n = row["retention"]
+        assert row["retention_K"] == 4 and n == 3
+        assert point == pytest.approx(np.mean(diffs))
+        assert min(diffs) - 1e-9 <= low <= point <= high <= max(diffs) + 1e-9
+    # the formula's retention: variant a loses twice what b loses
+    by = {(r["env"], r["variant"]): r["retention"].mean for r in rows}
+    assert by["Toy-v0", "a"] == pytest.approx(2 * by["Toy-v0", "b"]) == pytest.approx(-16.0)
+
+
+def test_robustness_table_without_lag_has_no_retention():
+    from rich.console import Console
+
+    from jaxvaco.progress import print_results_table
+
+    table = _sweep_table(ks=(0,))
+    rows = tables.robustness_table(table)
+    assert len(rows) == 4 and all("retention" not in row for row in rows)
+    assert all(sorted(row["return"]) == [0] for row in rows)
+    console = Console(file=io.StringIO(), width=200)
+    print_results_table(rows, console)
+    text = console.file.getvalue()
+    assert "K=0" in text and "retention" not in text and "greedy" in text
+    # with a K > 0 it has one, and says which scale each env's retention is in
+    console = Console(file=io.StringIO(), width=200)
+    print_results_table(tables.robustness_table(_sweep_table()), console)
+    text = " ".join(console.file.getvalue().split())
+    assert "retention" in text and "K=4 − K=0" in text
+    assert "normalised score (random = 0, reference = 1) on CartPole-v1" in text
+    assert "raw return on Toy-v0" in text
+
+
+def _figures(monkeypatch) -> dict[str, object]:
+    """Record the matplotlib figures the plotting functions save (without writing them)."""
+    drawn = {}
+    monkeypatch.setattr(plots, "save_figure",
+                        lambda fig, out_dir, stem: (drawn.__setitem__(stem, fig), [])[1])
+    return drawn
+
+
+def _line_colours(fig) -> dict[str, set]:
+    """Variant -> the colours of its lines, error bars and bars in a figure."""
+    from matplotlib.colors import to_hex
+
+    out: dict[str, set] = {}
+    for ax in fig.axes:
+        artists = [(line.get_label(), line.get_color()) for line in ax.get_lines()
+                   if not line.get_label().startswith("_")]
+        for container in ax.containers:
+            label = container.get_label()
+            if type(container).__name__ == "ErrorbarContainer":
+                artists.append((label, container.lines[0].get_color()))
+            else:  # the aggregate's bars
+                artists.extend((label, patch.get_facecolor()) for patch in container.patches)
+        for label, colour in artists:
+            out.setdefault(tables.split_label(label)[0], set()).add(to_hex(colour))
+    return out
+
+
+def test_every_figure_has_one_colour_per_variant(tmp_path, monkeypatch):
+    """`jaxvaco plot`'s figures: a variant has one colour in all of them (the aggregate's K
+    are markers, not colours); error bars at one K are dodged; the labels say which return
+    and which scale; every figure gives the number of seeds."""
+    from jaxvaco.results import plot_results
+
+    drawn = _figures(monkeypatch)
+    table = _sweep_table()
+    table["tv/backward"] = 0.01 * table["K"].astype(float)
+    with pytest.warns(UserWarning, match="Toy-v0"):
+        plot_results(tmp_path, tmp_path / "plots", table=table)
+    assert set(drawn) == {"learning_curves", "return_vs_lag", "retention_vs_lag",
+                          "aggregate_intervals", "tv_vs_lag"}
+    colours: dict[str, set] = {}
+    for stem, fig in drawn.items():
+        found = _line_colours(fig)
+        assert set(found) == {"a", "b"}, stem
+        for variant, seen in found.items():
+            colours.setdefault(variant, set()).update(seen)
+        assert "n = 3 seeds per cell" in fig.get_suptitle(), stem
+    assert all(len(seen) == 1 for seen in colours.values()), colours
+    assert colours["a"] != colours["b"]
+
+    ax = drawn["return_vs_lag"].axes[0]
+    assert "final training return (stochastic policy)" in ax.get_ylabel()
+    bars = {c.get_label(): c.lines[0] for c in ax.containers}
+    x = {v: line.get_transform().transform(np.column_stack(line.get_data()))[:, 0]
+         for v, line in bars.items()}
+    assert np.all(x["a"] < x["b"])  # the same K, side by side
+
+    aggregate = drawn["aggregate_intervals"]
+    assert "raw return (not normalised)" in aggregate.get_supxlabel()
+    assert "lower is better" in aggregate.axes[-1].get_title()
+    legend = [t.get_text() for t in aggregate.legends[0].get_texts()]
+    assert legend == ["K = 0", "K = 4"]
+    labels = [ax.get_ylabel() for ax in drawn["retention_vs_lag"].axes]
+    assert "normalised score difference" in labels[0] and "return difference" in labels[1]
+
+
+def test_labels_name_the_return_and_the_normalisation(tmp_path, monkeypatch):
+    drawn = _figures(monkeypatch)
+    table = _sweep_table()
+    table = {k: v[table["env"] == "CartPole-v1"] for k, v in table.items()}
+    lag_plots.plot_return_vs_lag(table, tmp_path, metric="eval/greedy_return", reps=20)
+    assert "greedy evaluation return" in drawn["return_vs_lag"].axes[0].get_ylabel()
+    plots.plot_aggregate_intervals(table, tmp_path, reps=20)
+    assert "random = 0, reference = 1" in drawn["aggregate_intervals"].get_supxlabel()

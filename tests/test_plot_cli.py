@@ -6,11 +6,13 @@ import csv
 import json
 
 import numpy as np
+import pytest
 
 from jaxvaco.cli import main
 from jaxvaco.config import TrainConfig, to_dict
 
-FIGURES = ("learning_curves", "return_vs_lag", "aggregate_intervals", "tv_vs_lag")
+FIGURES = ("learning_curves", "return_vs_lag", "retention_vs_lag", "aggregate_intervals",
+           "tv_vs_lag")
 
 
 def synthetic_rows():
@@ -28,8 +30,8 @@ def synthetic_rows():
                                "tv/backward": tv, "tv/forward": tv / 2}
 
 
-def assert_figures(directory):
-    for stem in FIGURES:
+def assert_figures(directory, stems=FIGURES):
+    for stem in stems:
         for suffix in (".png", ".pdf"):
             path = directory / f"{stem}{suffix}"
             assert path.is_file() and path.stat().st_size > 1000, path
@@ -43,7 +45,12 @@ def test_plot_sweep_table(tmp_path, capsys):
         writer.writerows(rows)
     assert main(["plot", str(tmp_path)]) == 0
     assert_figures(tmp_path / "plots")
-    assert len(capsys.readouterr().out.splitlines()) == 2 * len(FIGURES)
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2 * len(FIGURES):] == [str(tmp_path / "plots" / f"{stem}{suffix}")
+                                      for stem in FIGURES for suffix in (".png", ".pdf")]
+    table = "\n".join(out[:-2 * len(FIGURES)])  # first, the results table
+    for needle in ("K=0", "K=4", "K=16", "retention", "K=16 − K=0", "Acrobot-v1", "vaco"):
+        assert needle in table, needle
 
 
 def test_plot_experiment_csv_with_variants(tmp_path, monkeypatch):
@@ -80,7 +87,8 @@ def test_plot_single_run(tmp_path):
                        "episode/return": 20.0 * chunk + seed if chunk > 1 else None}
                 file.write(json.dumps(row) + "\n")
     assert main(["plot", str(tmp_path), "--out", str(tmp_path / "figs")]) == 0
-    assert_figures(tmp_path / "figs")
+    assert_figures(tmp_path / "figs", [s for s in FIGURES if s != "retention_vs_lag"])
+    assert not (tmp_path / "figs" / "retention_vs_lag.png").exists()  # K = 0 only
 
 
 def test_plot_of_a_folder_without_results(tmp_path, capsys):
@@ -98,3 +106,35 @@ def test_plot_unknown_metric_is_reported(tmp_path, capsys):
         writer.writerows(rows)
     assert main(["plot", str(tmp_path), "--metric", metric]) == 2
     assert metric in capsys.readouterr().err
+
+
+def test_plot_prints_the_table_of_a_tidy_csv(tmp_path, capsys):
+    """A tidy CSV of 2 envs (one without reference scores) × 2 variants × K in {0, 4}: the
+    printed table has a row per (env, variant) with the mean final return of each K and
+    the retention, and retention_vs_lag is drawn."""
+    rows = []
+    for env in ("CartPole-v1", "Toy-v0"):
+        for variant in ("a", "b"):
+            for k in (0, 4):
+                for seed in range(3):
+                    final = 100.0 + 10 * seed - k * (2 if variant == "a" else 1)
+                    rows += [{"env": env, "algo": "ppo", "variant": variant, "K": k,
+                              "seed": seed, "step": step, "return": value}
+                             for step, value in ((1000, final / 2), (2000, final))]
+    path = tmp_path / "sweep.csv"
+    with open(path, "w", newline="") as file:
+        writer = csv.DictWriter(file, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.warns(UserWarning, match="No reference scores for .'Toy-v0'"):
+        assert main(["plot", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "plots" / "retention_vs_lag.png").stat().st_size > 1000
+    lines = {tuple(cell.strip() for cell in line.split("│")[1:3]): line
+             for line in out.splitlines() if "│" in line}
+    # variant a on Toy-v0 (raw returns): K=0 mean 110.0, K=4 mean 102.0, retention −8.0
+    assert "110.0 [" in lines["Toy-v0", "a"] and "102.0 [" in lines["Toy-v0", "a"]
+    assert "−8.0 [−8.0, −8.0]" in lines["Toy-v0", "a"]
+    # on CartPole-v1 normalised (random 22.6, reference 500): b loses 4 / 477.4
+    assert f"−{4 / (500 - 22.6):.3f} [" in lines["CartPole-v1", "b"]
+    assert "raw return on Toy-v0" in " ".join(out.split())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import time
@@ -77,7 +78,9 @@ def test_killed_sweep_restarts_without_redoing_finished_cells(tmp_path):
     ppo, spo = (directory / "runs" / f"CartPole-v1__{a}__K0-2" for a in ("ppo", "spo"))
     first = sweep(args, cache)
     deadline = time.monotonic() + 240
-    while not any((spo / "checkpoints").glob("[0-9]*")):  # spo is training: kill it
+    # spo has a complete checkpoint (renamed to its step; not orbax's "<T>.orbax-checkpoint-
+    # tmp-*" still being written, which a resume cannot use): kill it
+    while not any(p.name.isdigit() for p in (spo / "checkpoints").glob("[0-9]*")):
         assert first.poll() is None, first.communicate()
         assert time.monotonic() < deadline
         time.sleep(0.02)
@@ -89,7 +92,20 @@ def test_killed_sweep_restarts_without_redoing_finished_cells(tmp_path):
     second = sweep(args, cache)
     out, err = second.communicate(timeout=240)
     assert second.returncode == 0, err
-    assert "spo" in out and "ppo" not in out  # only the unfinished cell ran
+    started = [line for line in out.splitlines() if re.match(r"\[\d+/\d+\] ", line)]
+    assert started == ["[2/2] CartPole-v1__spo__K0-2"]  # only the unfinished cell ran
+    # the sweep ends with its table (a row per variant, a column per K, retention at K=2),
+    # then the command that plots it
+    lines = out.splitlines()
+    assert lines[-1] == f"jaxvaco plot {directory}"
+    table = "\n".join(lines[lines.index(started[0]) + 1:])
+    for needle in ("Final return by policy lag K", "K=0", "K=2", "return", "greedy",
+                   "retention", "K=2 − K=0", "normalised score (random = 0, reference = 1) "
+                   "on CartPole-v1"):
+        assert needle in " ".join(table.split()), needle
+    rows = [line for line in table.splitlines() if line.startswith("│ CartPole-v1")]
+    assert [row.split("│")[2].strip() for row in rows] == ["ppo", "spo"]
+    assert all(row.split("│")[3].strip() == "2" for row in rows)  # seeds
     assert (ppo / "DONE").stat().st_mtime_ns == done_time and (spo / "DONE").exists()
 
     table = read_table(directory / "results.csv")
@@ -106,6 +122,21 @@ def test_killed_sweep_restarts_without_redoing_finished_cells(tmp_path):
     lag0, warm = table["K"] == 0, table["iteration"] > 2  # delays are clamped at T early on
     assert np.all(table["lag/iterations"][lag0] == 0)
     assert np.all(table["lag/iterations"][~lag0 & warm] == 2)
+
+
+def test_cell_summary_means_each_k_apart(capsys):
+    """The table each cell prints: one mean row per K (over that K's seeds), none over K."""
+    from jaxvaco.progress import print_summary
+
+    runs = [{"seed": s, "lag_delay": k} for k in (0, 8) for s in (0, 1)]
+    summary = {"train_return": np.array([10.0, 30.0, 100.0, 300.0]),
+               "eval/greedy_return": np.array([1.0, 3.0, 5.0, 7.0]),
+               "env_steps": np.array([1024] * 4), "sps": np.array(1000.0)}
+    print_summary(TrainConfig(), Path("results/x"), runs, summary)
+    means = [line.split("│")[1:-1] for line in capsys.readouterr().out.splitlines()
+             if "mean" in line]
+    assert [[cell.strip() for cell in row] for row in means] == [
+        ["mean", "0", "20.0", "2.0"], ["mean", "8", "200.0", "6.0"]]  # not 110.0 / 4.0
 
 
 def test_vmapped_hyperparameter_equals_the_run_alone(tmp_path):

@@ -31,13 +31,18 @@ from jaxvaco.analysis.tables import (
     SEED,
     STEP,
     Columns,
+    _sort_key,
     as_columns,
     line_label,
+    metric_label,
     python_scalar,
     require_columns,
     row_groups,
     score_dict_from_table,
+    seed_counts,
+    seeds_text,
     several_lags,
+    split_label,
 )
 
 OKABE_ITO = (
@@ -53,10 +58,39 @@ OKABE_ITO = (
 """Okabe & Ito (2008) colour-blind-safe palette."""
 
 _LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)))
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+"""Markers for the lags K where colour already names the variant."""
+NORMALISED_SCORE = "normalised score (random = 0, reference = 1)"
 
 
 def palette_colors(names: Sequence[Any]) -> dict[Any, str]:
     return {n: OKABE_ITO[i % len(OKABE_ITO)] for i, n in enumerate(names)}
+
+
+def variant_colors(data: Any) -> dict[Any, str]:
+    """One colour per algorithm/variant (the ``algo`` column) of a results table, in sorted
+    order: every figure of `jaxvaco.results.plot_results` gets these, so a variant has the
+    same colour in all of them."""
+    return palette_colors([g[0] for g in row_groups(as_columns(data), [ALGO])])
+
+
+def dodge_offsets(names: Sequence[Any], step: float = 4.0) -> dict[Any, float]:
+    """Horizontal offsets in points, centred on 0, one per line: error bars of several lines
+    at the same K are drawn side by side instead of on top of each other."""
+    return {n: (i - (len(names) - 1) / 2) * step for i, n in enumerate(names)}
+
+
+def dodged_errorbar(ax, x, y, low, high, points: float, **kwargs):
+    """``ax.errorbar`` of ``y`` with the interval ``[low, high]`` at ``x``, drawn ``points``
+    to the right (on any axis scale, symlog included; the data limits are those of the
+    unshifted points). Returns the ErrorbarContainer."""
+    from matplotlib.transforms import offset_copy
+
+    x, y, low, high = (np.asarray(v, dtype=np.float64) for v in (x, y, low, high))
+    ax.update_datalim(np.column_stack([np.concatenate([x, x]), np.concatenate([low, high])]))
+    transform = offset_copy(ax.transData, fig=ax.figure, x=points, y=0.0, units="points")
+    return ax.errorbar(x, y, yerr=np.vstack([y - low, high - y]), transform=transform,
+                       **kwargs)
 
 
 def new_figure(n_panels: int, ncols: int | None = None, panel: tuple[float, float] = (4.2, 3.2)):
@@ -134,12 +168,15 @@ def plot_learning_curves(
     seed: int | None = 0,
     stem: str = "learning_curves",
     title: str = "Learning curves",
+    colors: Mapping[Any, str] | None = None,
 ) -> list[Path]:
     """Mean ``metric`` vs ``step`` with bootstrap CI bands (over seeds); one panel per env.
 
-    One line per algorithm (colour), or per ``(algo, K)`` when ``by_k`` (default: when some
-    algorithm has several ``K``), with ``K`` shown by line style.  Seeds logged at different
-    steps are aligned on the union of steps (missing points ignored by the NaN-aware mean).
+    One line per algorithm (colour: ``colors``, default `variant_colors`), or per
+    ``(algo, K)`` when ``by_k`` (default: when some algorithm has several ``K``), with ``K``
+    shown by line style; the title gives the number of seeds per line.  Seeds logged at
+    different steps are aligned on the union of steps (missing points ignored by the
+    NaN-aware mean).
     Saves ``<stem>.png`` and ``<stem>.pdf`` in ``out_dir``; returns their paths.
     """
     cols = as_columns(data)
@@ -148,7 +185,7 @@ def plot_learning_curves(
     envs = [g[0] for g in row_groups(cols, [ENV])]
     algos = [g[0] for g in row_groups(cols, [ALGO])]
     ks = [g[0] for g in row_groups(cols, [LAG])] if by_k else [None]
-    colors = palette_colors(algos)
+    colors = colors or palette_colors(algos)
     styles = {k: _LINESTYLES[i % len(_LINESTYLES)] for i, k in enumerate(ks)}
     fig, axes = new_figure(len(envs))
     line_keys = [ALGO, LAG] if by_k else [ALGO]
@@ -171,10 +208,13 @@ def plot_learning_curves(
             ax.fill_between(steps, ci[0], ci[1], color=colors[algo], alpha=0.18, linewidth=0)
         ax.set_title(str(env))
         ax.set_xlabel("environment steps")
-        ylabel = f"normalised {metric}" if normalize else metric
-        ax.set_ylabel(f"mean {ylabel}")
+        ylabel = metric_label(metric) + (f",\n{NORMALISED_SCORE}" if normalize else "")
+        ax.set_ylabel(ylabel)
         style_axes(ax)
-    title = f"{title} (mean, {round(confidence * 100)}% bootstrap CI)"
+    counts = seed_counts(cols, ALGO) if by_k else seed_counts(
+        {k: v for k, v in cols.items() if k != LAG}, ALGO)
+    title = (f"{title} (mean, {round(confidence * 100)}% bootstrap CI; "
+             f"{seeds_text(counts)})")
     return save_panels(fig, axes, title, out_dir, stem)
 
 
@@ -187,39 +227,67 @@ def plot_aggregate_intervals(
     seed: int | None = 0,
     normalize: bool = True,
     stem: str = "aggregate_intervals",
+    colors: Mapping[Any, str] | None = None,
+    metric: str = RETURN,
 ) -> list[Path]:
     """rliable-style interval estimates: one panel per aggregate, one row per algorithm.
 
     ``scores`` is a score dict ``{algo: [num_runs, num_tasks]}`` or a results table (then
     :func:`score_dict_from_table` with ``normalize``).  Each bar spans the stratified
-    bootstrap CI; the dark tick is the point estimate.  Returns the PNG and PDF paths.
+    bootstrap CI; the marker is the point estimate.  The colour names the algorithm/variant
+    (``colors``, keyed by algo; default: in order of first appearance) and, for labels
+    ``"algo (K=k)"``, the marker's shape names K.  The x label says whether scores are
+    normalised (``normalize``: random = 0, reference = 1) or raw returns of ``metric``; the
+    title gives the number of seeds and that a lower optimality gap is better.  Returns the
+    PNG and PDF paths.
     """
+    from matplotlib.lines import Line2D
+
     if isinstance(scores, Mapping) and all(
         isinstance(v, np.ndarray) and v.ndim == 2 for v in scores.values()
     ):
         score_dict = dict(scores)
     else:
-        score_dict, _ = score_dict_from_table(scores, normalize=normalize)
+        score_dict, _ = score_dict_from_table(scores, normalize=normalize, metric=metric)
     fns = dict(aggregate_fns or AGGREGATE_FNS)
     points, cis = stratified_bootstrap_ci(score_dict, fns, reps, confidence, seed)
-    algos = list(score_dict)
-    colors = palette_colors(algos)
-    fig, axes = new_figure(len(fns), ncols=len(fns), panel=(3.0, 0.45 * len(algos) + 1.2))
+    labels = list(score_dict)
+    parts = {label: split_label(label) for label in labels}
+    colors = colors or palette_colors(list(dict.fromkeys(a for a, _ in parts.values())))
+    ks = sorted({k for _, k in parts.values() if k is not None}, key=_sort_key)
+    markers = {k: MARKERS[i % len(MARKERS)] for i, k in enumerate(ks)}
+    fig, axes = new_figure(len(fns), ncols=len(fns), panel=(3.0, 0.45 * len(labels) + 1.4))
     for j, (ax, name) in enumerate(zip(axes, fns, strict=True)):
-        for i, algo in enumerate(algos):
-            lo, hi = cis[algo][0, j], cis[algo][1, j]
-            ax.barh(i, hi - lo, left=lo, height=0.6, color=colors[algo], alpha=0.75)
-            ax.vlines(points[algo][j], i - 0.3, i + 0.3, color="k", linewidth=1.6)
-        ax.set_yticks(range(len(algos)))
-        ax.set_yticklabels(algos if j == 0 else [])
-        ax.set_ylim(-0.6, len(algos) - 0.4)
+        for i, label in enumerate(labels):
+            algo, k = parts[label]
+            lo, hi = cis[label][0, j], cis[label][1, j]
+            ax.barh(i, hi - lo, left=lo, height=0.6, color=colors[algo], alpha=0.75,
+                    label=label)
+            ax.vlines(points[label][j], i - 0.3, i + 0.3, color="k", linewidth=1.2)
+            if k is not None:
+                ax.plot(points[label][j], i, marker=markers[k], color="k",
+                        markerfacecolor="white", markersize=5, linestyle="none")
+        ax.set_yticks(range(len(labels)))
+        ax.set_yticklabels(labels if j == 0 else [])
+        ax.set_ylim(-0.6, len(labels) - 0.4)
         ax.invert_yaxis()
-        ax.set_title(name)
+        ax.set_title(f"{name}\n(lower is better)" if name == "Optimality Gap" else name)
         ax.grid(True, axis="x", alpha=0.3, linewidth=0.6)
         for side in ("top", "right", "left"):
             ax.spines[side].set_visible(False)
         ax.tick_params(axis="y", length=0)
-    fig.supxlabel("normalised score" if normalize else "score")
+    if ks:
+        handles = [Line2D([], [], marker=markers[k], color="k", markerfacecolor="white",
+                          linestyle="none", label=f"K = {k}") for k in ks]
+        fig.legend(handles=handles, loc="outside right center", frameon=False,
+                   fontsize="small")
+    scale = (f"final {metric_label(metric)}: {NORMALISED_SCORE}" if normalize
+             else f"final {metric_label(metric)}: raw return (not normalised)")
+    fig.supxlabel(scale)
+    tasks = {v.shape[1] for v in score_dict.values()}
+    fig.suptitle(f"Aggregates over {max(tasks)} env(s) ({round(confidence * 100)}% "
+                 f"stratified-bootstrap CIs; {seeds_text(v.shape[0] for v in score_dict.values())}"
+                 "); optimality gap: lower is better")
     return save_figure(fig, out_dir, stem)
 
 
@@ -231,19 +299,27 @@ def plot_performance_profile(
     confidence: float = 0.95,
     seed: int | None = 0,
     stem: str = "performance_profile",
+    colors: Mapping[Any, str] | None = None,
 ) -> list[Path]:
-    r"""Score distributions :math:`F(\tau)` (see :func:`performance_profile`) with CI bands."""
+    r"""Score distributions :math:`F(\tau)` (see :func:`performance_profile`) with CI bands;
+    colour per algorithm/variant (``colors``, keyed by algo; a label ``"algo (K=k)"`` takes
+    its algo's colour and a line style per K)."""
     if taus is None:
         hi = max(1.0, max(float(np.max(v)) for v in score_dict.values()))
         taus = np.linspace(0.0, hi, 101)
     taus = np.asarray(taus, dtype=np.float64)
     profiles, cis = performance_profile(score_dict, taus, reps, confidence, seed)
-    colors = palette_colors(list(score_dict))
+    parts = {label: split_label(label) for label in score_dict}
+    colors = colors or palette_colors(list(dict.fromkeys(a for a, _ in parts.values())))
+    ks = list(dict.fromkeys(k for _, k in parts.values()))
+    styles = {k: _LINESTYLES[i % len(_LINESTYLES)] for i, k in enumerate(ks)}
     fig, (ax,) = new_figure(1, panel=(5.0, 3.6))
-    for algo, prof in profiles.items():
-        ax.plot(taus, prof, color=colors[algo], label=str(algo), linewidth=1.6)
+    for label, prof in profiles.items():
+        algo, k = parts[label]
+        ax.plot(taus, prof, color=colors[algo], linestyle=styles[k], label=str(label),
+                linewidth=1.6)
         if cis is not None:
-            ax.fill_between(taus, cis[algo][0], cis[algo][1], color=colors[algo], alpha=0.18)
+            ax.fill_between(taus, cis[label][0], cis[label][1], color=colors[algo], alpha=0.18)
     ax.set_xlabel(r"normalised score $\tau$")
     ax.set_ylabel(r"fraction of runs with score $> \tau$")
     ax.set_ylim(-0.02, 1.02)

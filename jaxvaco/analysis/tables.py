@@ -5,17 +5,21 @@ A tidy table has one row per logged point with columns ``env``, ``algo``, ``K`` 
 ``tv/forward``, ``tv/total`` or ``vaco/filtered_fraction`` (`jaxvaco.results` writes them).
 It can be given as a pandas ``DataFrame``, a mapping of column name to 1-D array, or a list
 of row dicts; pandas is only needed when a ``DataFrame`` goes in (it then comes back out).
+
+`robustness_table` is the answer a sweep prints: per (env, variant) the final return at each
+K (mean and 95% CI over seeds) and the retention at the largest K.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from jaxvaco.analysis.stats import normalize_score
+from jaxvaco.analysis.stats import REFERENCE_SCORES, normalize_score
 
 Columns = dict[str, np.ndarray]
 
@@ -120,6 +124,21 @@ def line_label(algo: Any, k: Any, with_k: bool) -> str:
     return f"{algo} (K={k})" if with_k and k is not None else str(algo)
 
 
+def split_label(label: Any) -> tuple[Any, Any]:
+    """The inverse of `line_label`: ``"ppo (K=4)" -> ("ppo", 4)``, ``"ppo" -> ("ppo", None)``."""
+    match = re.fullmatch(r"(.*) \(K=([^()]*)\)", str(label))
+    if not match:
+        return label, None
+    k = match.group(2)
+    try:
+        return match.group(1), int(k)
+    except ValueError:
+        try:
+            return match.group(1), float(k)
+        except ValueError:
+            return match.group(1), k
+
+
 def score_dict_from_table(
     data: Any,
     normalize: bool = True,
@@ -156,3 +175,167 @@ def score_dict_from_table(
         out[label] = np.stack(per_env, axis=1)
     return out, envs
 
+
+
+# --------------------------------------------------------------------------------------------
+# The results table of a sweep: final return per (env, variant) and K, with retention
+# --------------------------------------------------------------------------------------------
+
+GREEDY_COLUMNS = ("eval/greedy_return", "eval_greedy")
+"""The greedy evaluation return: its name in a sweep's results.csv, in the experiments' CSVs."""
+
+METRIC_LABELS = {
+    RETURN: "training return (stochastic policy)",
+    "eval/greedy_return": "greedy evaluation return",
+    "eval_greedy": "greedy evaluation return",
+    "eval/stochastic_return": "stochastic evaluation return",
+    "eval_stochastic": "stochastic evaluation return",
+}
+
+
+def metric_label(metric: str) -> str:
+    """What a return column holds, for axis labels ("training return (stochastic policy)",
+    "greedy evaluation return"); other metrics keep their name."""
+    return METRIC_LABELS.get(metric, metric)
+
+
+def method_column(cols: Mapping[str, Any]) -> str:
+    """The column naming a line of the results: ``variant`` when present (a sweep's results.csv
+    has it; it is the algo without named variants), else ``algo``."""
+    return "variant" if "variant" in cols else ALGO
+
+
+def seeds_text(counts: Iterable[int]) -> str:
+    """``"n = 8 seeds per cell"`` (``"n = 3–5 seeds per cell"`` when cells differ)."""
+    counts = sorted(set(counts))
+    if not counts:
+        return "n = 0 seeds"
+    n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}\u2013{counts[-1]}"
+    return f"n = {n} seed{'s' if counts[-1] != 1 else ''} per cell"
+
+
+def seed_counts(data: Any, method_key: str = ALGO) -> list[int]:
+    """The number of seeds of every (env, method, K) cell of a table (K when present)."""
+    cols = as_columns(data)
+    keys = present_columns(cols, (ENV, method_key, LAG))
+    seeds = cols[SEED]
+    return [len({python_scalar(s) for s in seeds[idx]})
+            for idx in row_groups(cols, keys).values()]
+
+
+def last_finite(data: Any, metric: str = RETURN, keys: Sequence[str] = RUN_KEYS) -> Columns:
+    """One row per run (``keys``): its row of largest ``step`` where ``metric`` is finite
+    (the training return of the last chunk that finished an episode; the greedy return of
+    the last evaluation). Runs where ``metric`` is never finite are left out. Columns
+    ``keys``, ``step`` and ``metric``."""
+    cols = as_columns(data)
+    keys = present_columns(cols, keys)
+    require_columns(cols, (*keys, STEP, metric))
+    values = np.array([np.nan if v is None or v == "" else v for v in cols[metric].tolist()],
+                      dtype=np.float64)
+    step = cols[STEP].astype(np.float64)
+    rows = []
+    for idx in row_groups(cols, keys).values():
+        idx = idx[np.isfinite(values[idx])]
+        if idx.size:
+            rows.append(idx[np.argmax(step[idx])])
+    sel = np.asarray(rows, dtype=np.int64)
+    out = {k: np.asarray([python_scalar(v) for v in cols[k][sel]], dtype=object) for k in keys}
+    out[STEP] = step[sel]
+    out[metric] = values[sel]
+    return out
+
+
+class Estimate(NamedTuple):
+    """A mean over ``n`` seeds (or paired seeds) with its CI."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+
+def _number(x: float, digits: int) -> str:
+    s = f"{x:.{digits}f}"
+    if float(s) == 0.0:  # no "-0.0"
+        s = s.lstrip("-")
+    return s.replace("-", "\u2212")
+
+
+def format_estimate(estimate: Sequence[float] | None, digits: int = 1) -> str:
+    """``"412.3 [380.1, 440.2]"`` (``"—"`` for None), minus signs as in
+    `jaxvaco.analysis.robustness.RobustnessResult.format`."""
+    if estimate is None:
+        return "\u2014"
+    mean, low, high = estimate[:3]
+    return f"{_number(mean, digits)} [{_number(low, digits)}, {_number(high, digits)}]"
+
+
+def _estimates(finals: Columns, metric: str, keys: Sequence[str]) -> dict[tuple, Estimate]:
+    """``(env, method, K) -> Estimate`` of `last_finite` values over seeds."""
+    from jaxvaco.analysis.stats import seed_mean_ci
+
+    out = {}
+    for key, idx in row_groups(finals, keys).items():
+        values = finals[metric][idx]
+        out[key] = Estimate(*seed_mean_ci(values), len(values))
+    return out
+
+
+def robustness_table(data: Any, method_key: str | None = None, metric: str = RETURN,
+                     reps: int = 2000, confidence: float = 0.95, seed: int | None = 0
+                     ) -> list[dict[str, Any]]:
+    """The answer of a sweep: one row per (env, variant), as dicts (`print_results_table`
+    in `jaxvaco.progress` prints them).
+
+    * ``env``, ``variant`` (the ``method_key`` column; default: ``variant`` when the table has
+      it, else ``algo``) and ``seeds`` (the number of distinct seeds of its runs);
+    * ``return``: ``{K: Estimate(mean, low, high, n)}``, the final ``metric`` of each run
+      (`last_finite`: the last chunk that finished an episode) averaged over its ``n`` seeds
+      with the 95% bootstrap CI of :func:`jaxvaco.analysis.stats.seed_mean_ci`;
+    * ``greedy``: the same for the greedy evaluation return (`GREEDY_COLUMNS`, each run's last
+      evaluation), ``{}`` when the table has none;
+    * only when some K > 0: ``retention``, an ``Estimate`` (point, CI, paired seeds) of
+      :func:`jaxvaco.analysis.robustness.retention` of this variant on this env alone at
+      ``retention_K`` (the table's largest K) against K = 0, or None where either is missing;
+      ``scale``: ``"normalised"`` (env in ``REFERENCE_SCORES``: a difference of normalised
+      scores) or ``"return"`` (a difference of raw returns).
+
+    Rows are sorted by env, then variant.
+    """
+    from jaxvaco.analysis import robustness
+
+    cols = as_columns(data)
+    method_key = method_key or method_column(cols)
+    require_columns(cols, (ENV, method_key, LAG, SEED, STEP, metric))
+    keys = (ENV, method_key, LAG, SEED)
+    finals = last_finite(cols, metric, keys)
+    returns = _estimates(finals, metric, keys[:3])
+    greedy_key = next((c for c in GREEDY_COLUMNS if c in cols), None)
+    greedy = ({} if greedy_key is None else
+              _estimates(last_finite(cols, greedy_key, keys), greedy_key, keys[:3]))
+    ks = [g[0] for g in row_groups(cols, [LAG]) if g[0] is not None]
+    k_max = max(ks, default=0)
+    rows = []
+    for (env, method), idx in row_groups(cols, [ENV, method_key]).items():
+        row = {"env": env, "variant": method,
+               "seeds": len({python_scalar(s) for s in cols[SEED][idx]}),
+               "return": {k: returns[env, method, k] for k in ks if (env, method, k) in returns},
+               "greedy": {k: greedy[env, method, k] for k in ks if (env, method, k) in greedy}}
+        if k_max > 0:
+            row.update(retention=None, retention_K=k_max,
+                       scale=robustness.NORMALISED if env in REFERENCE_SCORES else robustness.RAW)
+            if 0 in row["return"] and k_max in row["return"]:
+                mine = [i for i in range(len(finals[metric]))
+                        if (finals[ENV][i], finals[method_key][i]) == (env, method)]
+                try:
+                    result = robustness.retention(
+                        {k: v[mine] for k, v in finals.items()}, method, k_max,
+                        method_key=method_key, return_key=metric, reps=reps,
+                        confidence=confidence, seed=seed)
+                except ValueError:  # no seed run at both K
+                    pass
+                else:
+                    row["retention"] = Estimate(*result.per_env[env])
+        rows.append(row)
+    return rows
