@@ -71,12 +71,13 @@ def learning(record: dict) -> str:
                   "compilation")
     add("fast-learning", "PPO, CartPole-v1, 8 seeds, 100k steps (rerun in CI)",
         lambda v: f"mean greedy return {v['mean']:.1f} [95% CI {v['lo']:.1f}, {v['hi']:.1f}]")
-    add("breakout-4-seeds", "PPO, Breakout-MinAtar, 4 seeds, 1M steps, lr 1e-3",
+    add("breakout-4-seeds", "PPO, Breakout-MinAtar, 4 seeds, 1M steps, lr 1e-3 (PPO's "
+        "settings before the tuned defaults)",
         lambda v: "greedy return " + " / ".join(f"{x:.1f}" for x in v["greedy"])
         + " (uniform-random policy: 0.41)")
     add("brax-pendulum", "PPO, Brax inverted_pendulum (spring), 2 seeds, 1.5M steps, no "
-        "entropy bonus, lr 1e-3", brax)
-    add("brax-pendulum-entropy", "the same with the default entropy bonus, 1M steps",
+        "entropy bonus, lr 1e-3 (PPO's settings before the tuned defaults)", brax)
+    add("brax-pendulum-entropy", "the same with an entropy bonus of 0.01, 1M steps",
         lambda v: "greedy " + " / ".join(f"{x:.0f}" for x in v["greedy"]))
     return table(rows)
 
