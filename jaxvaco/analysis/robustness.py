@@ -61,18 +61,12 @@ from jaxvaco.analysis.tables import (
     STEP,
     _sort_key,
     as_columns,
+    format_estimate,
     python_scalar,
     row_groups,
 )
 
 NORMALISED, RAW = "normalised", "return"
-
-
-def _fmt(x: float, digits: int) -> str:
-    s = f"{x:.{digits}f}"
-    if float(s) == 0.0:  # no "-0.000"
-        s = s.lstrip("-")
-    return s.replace("-", "\u2212")
 
 
 @dataclass(frozen=True)
@@ -103,7 +97,7 @@ class RobustnessResult:
             point, (low, high) = self.point, self.ci
         else:
             point, low, high, _ = self.per_env[env]
-        return f"{_fmt(point, digits)} [{_fmt(low, digits)}, {_fmt(high, digits)}]"
+        return format_estimate((point, low, high), digits)
 
 
 def _require(cols: Mapping[str, np.ndarray], names: Sequence[str]) -> None:

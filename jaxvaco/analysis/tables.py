@@ -263,8 +263,8 @@ def _number(x: float, digits: int) -> str:
 
 
 def format_estimate(estimate: Sequence[float] | None, digits: int = 1) -> str:
-    """``"412.3 [380.1, 440.2]"`` (``"—"`` for None), minus signs as in
-    `jaxvaco.analysis.robustness.RobustnessResult.format`."""
+    """``"412.3 [380.1, 440.2]"`` from (mean, low, high, ...); ``"—"`` for None; typographic
+    minus signs and no "−0.0"."""
     if estimate is None:
         return "\u2014"
     mean, low, high = estimate[:3]
