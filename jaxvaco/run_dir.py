@@ -231,7 +231,6 @@ def open_run(config: TrainConfig, grid: Grid | None, control: RunControl,
     if not checkpoint_steps(resume):
         if recorded_iterations(resume) >= saved.num_iterations:
             raise RunAlreadyComplete(complete_message(resume, saved))
-        refuse_restart(resume)
     if not control.keep_checkpoints:
         raise ConfigError("Resuming needs checkpoints: --keep-checkpoints must be > 0.")
     store = Checkpointer(resume / "checkpoints", control.keep_checkpoints)
@@ -247,12 +246,23 @@ def open_run(config: TrainConfig, grid: Grid | None, control: RunControl,
     return config, grid, resume, store
 
 
-def refuse_restart(run_dir: Path) -> None:
-    """RunFileError when run_dir has results but no checkpoint to continue them from:
-    training from iteration 0 would overwrite them."""
+def set_aside_results(run_dir: Path) -> Path | None:
+    """Before a run with no checkpoint to continue from starts again at iteration 0: move
+    its metrics.jsonl (rows of chunks whose checkpoint never completed: a kill during the
+    first chunks) to metrics.before-restart-<n>.jsonl, with a warning, so that nothing is
+    written over them. Returns the new path (None when there was nothing to keep)."""
+    import warnings
+
     metrics = run_dir / "metrics.jsonl"
-    if metrics.exists() and metrics.stat().st_size:
-        raise RunFileError(f"{run_dir} has no checkpoint to continue from, but {metrics} holds "
-                           f"results (up to iteration {recorded_iterations(run_dir)}); "
-                           "resuming would train from iteration 0 over them. Start a new run "
-                           "(another --run-name), or move metrics.jsonl away to retrain here.")
+    if not metrics.exists() or not metrics.stat().st_size:
+        return None
+    n = 1
+    while (run_dir / f"metrics.before-restart-{n}.jsonl").exists():
+        n += 1
+    kept = run_dir / f"metrics.before-restart-{n}.jsonl"
+    iterations = recorded_iterations(run_dir)
+    metrics.replace(kept)
+    warnings.warn(f"{run_dir} has no checkpoint to continue from: it starts again at iteration "
+                  f"0, and the rows it had (up to iteration {iterations}) are kept in {kept}.",
+                  stacklevel=2)
+    return kept

@@ -50,7 +50,7 @@ from jaxvaco.run_dir import (
     grid_as_json,
     load_run_control,
     open_run,
-    refuse_restart,
+    set_aside_results,
     write_json,
 )
 from jaxvaco.sinks import Sinks, open_sinks, read_rows
@@ -337,8 +337,7 @@ class Session:
             restored = self.store.restore(state_type or jax.eval_shape(self.compiled.init,
                                                                         keys, self.hp))
         if restored is None:
-            if resume:
-                refuse_restart(self.run_dir)
+            if resume and not set_aside_results(self.run_dir):
                 warnings.warn(f"No checkpoint in {self.run_dir}: starting from the beginning.",
                               stacklevel=3)
             return self.compiled.init(keys, self.hp), LoopState(), []

@@ -272,9 +272,6 @@ WITH_A_RUN = [
     ("resume-config-edited-learning-rate",
      lambda run: edit_json(run / "config.json", lambda d: d.update(learning_rate=0.01)),
      resume, 2, ["compared with checkpoint 4", "--learning-rate", "add --resume-with-changes"]),
-    ("resume-unfinished-without-checkpoints",
-     lambda run: (no_checkpoints(run), keep_first_rows(run, 2)), resume, 2,
-     ["no checkpoint to continue from", "up to iteration 2", "over them"]),
     ("plot-cut-results-csv", cut_results_csv, lambda run: ["plot", str(run / "table.csv")], 2,
      ["table.csv line", "cut or edited"]),
 ]
@@ -608,6 +605,25 @@ def test_a_cache_location_that_is_a_file_is_said_once(tmp_path):
 
 
 # ------------------------------------------------------------- what a resume may not lose
+
+
+def test_a_run_without_a_checkpoint_starts_again_and_keeps_the_rows_it_had(run_copy):
+    """Killed before its first checkpoint completed (a sweep cell killed in its first
+    chunks): the rows it wrote are moved aside, never written over, and the run trains from
+    iteration 0 to the same rows."""
+    no_checkpoints(run_copy)
+    complete = (run_copy / "metrics.jsonl").read_bytes()
+    keep_first_rows(run_copy, 2)
+    partial = (run_copy / "metrics.jsonl").read_bytes()
+    outcome = process(resume(run_copy))
+    assert outcome.status == 0, outcome
+    warning = outcome.err.strip().splitlines()
+    assert len(warning) == 1 and "starts again at iteration 0" in warning[0], outcome.err
+    assert (run_copy / "metrics.before-restart-1.jsonl").read_bytes() == partial
+    timings = {"sps", "wall_time", "compile_time"}
+    rows = [{k: v for k, v in json.loads(line).items() if k not in timings}
+            for line in complete.decode().splitlines()]
+    assert final_numbers(run_copy) == rows
 
 
 def test_a_grid_run_without_runs_json_resumes_from_its_checkpoint_record(tmp_path):
