@@ -531,7 +531,7 @@ def after(seconds: float) -> Callable[[], bool]:
     return lambda: time.time() >= ready
 
 
-@pytest.mark.parametrize("seconds", [0.05, 0.8, 2.0], ids=["imports", "jax", "tracing"])
+@pytest.mark.parametrize("seconds", [0.3, 1.0, 2.5], ids=["imports", "jax", "tracing"])
 def test_a_signal_during_start_up_ends_with_one_line_and_the_name_stays_free(tmp_path, seconds):
     argv = ["train", *LONG, "--results-dir", str(tmp_path), "--run-name", "r"]
     outcome = interrupt(argv, after(seconds))

@@ -85,10 +85,11 @@ def test_ppo_policy_loss_clips_on_its_anchor(anchor):
     """The loss clips r = π_θ/anchor; decoupled PPO's weight π_T/β is not applied here but
     once, by the estimate stage (tests/test_stages.py)."""
     logp, logp_learner, logp_behaviour, adv = random_policy_inputs(3)
-    config = config_with(clip_coef=EPS, ppo=PPOConfig(anchor=anchor, rho_bar=1.3))
+    config = config_with(clip_coef=EPS, ppo=PPOConfig(anchor=anchor, rho_bar=1.3,
+                                                      critic="behaviour"))
     hp = hyperparams_from_config(config)
     algo = ppo.make(config)
-    assert algo.needs_learner_batch == (anchor == "learner")
+    assert algo.needs_learner_batch == (anchor == "learner")  # the recorded critic needs none
     batch = make_batch(logp_learner, logp_behaviour)
     ref, clipped, grad = ppo_reference(logp, logp_learner if anchor == "learner"
                                        else logp_behaviour, adv, EPS)

@@ -51,7 +51,7 @@ def setup_for(config: TrainConfig, env=None) -> Setup:
 def inputs():
     """A random [T, N] rollout, the learner's view of it and the network's parameters."""
     rng = np.random.default_rng(7)
-    config = TrainConfig(num_envs=N, num_steps=T)
+    config = TrainConfig(num_envs=N, num_steps=T, clip_coef=0.2)
     setup = setup_for(config)
     params = setup.network.init(jax.random.PRNGKey(0), jnp.zeros((1, OBS)))
     terminated = rng.random((T, N)) < 0.1
@@ -112,7 +112,7 @@ CASES = {  # name: (algo, options, where ρ must enter)
 
 def config_for(algo, options) -> TrainConfig:
     options = dataclasses.replace(options, rho_bar=RHO_BAR)
-    return dataclasses.replace(TrainConfig(num_envs=N, num_steps=T), algo=algo,
+    return dataclasses.replace(TrainConfig(num_envs=N, num_steps=T, clip_coef=0.2), algo=algo,
                                **{algo: options})
 
 
@@ -169,7 +169,9 @@ def test_decoupled_ppo_policy_loss_matches_numpy(inputs, name):
 
 
 def cartpole_setup(**changes) -> tuple[Setup, object]:
-    config = dataclasses.replace(TrainConfig(num_envs=4, num_steps=5), **changes)
+    """PPO with the recorded critic unless `changes` say otherwise."""
+    base = TrainConfig(num_envs=4, num_steps=5, ppo=PPOConfig(critic="behaviour"))
+    config = dataclasses.replace(base, **changes)
     env = make_env(config.env, config.num_envs)
     setup = Setup(config, env, make_network(env.spec, (8,), "tanh"), make_algorithm(config),
                   lag_model(config, None), None, None)
