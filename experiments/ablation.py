@@ -21,8 +21,11 @@ and env. Resumable: finished (env, cell) pairs in the CSV are skipped.
     python -m experiments.ablation --plot-only
 
 Writes experiments/results/ablation/ablation.csv (tidy), final.csv (last evaluation of
-every run: greedy and training return), summary.md and ablation.{png,pdf}; the sweep's
-runs are under experiments/results/ablation/runs/ablation/.
+every run: greedy and training return), summary.md, robustness.md, ablation.{png,pdf} and
+matched_tv.{png,pdf} (final training return against the realised TV(π_θ, β) of each ε and δ
+cell); the sweep's runs are under experiments/results/ablation/runs/ablation/. The
+robustness of the learner-critic cells (retention, difference in differences against
+`BASELINE_CELL`) and the matched-TV table are README claims (experiments/claims.py).
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
-from jaxvaco.analysis import stats
+from experiments.render_readme import table
+from jaxvaco.analysis import robustness, stats
+from jaxvaco.analysis.tables import format_estimate
 from jaxvaco.results import fraction_columns, last_evaluated, read_rows, write_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "ablation"
@@ -87,6 +92,201 @@ def summary_markdown(final: list[dict]) -> str:
     return "\n".join(lines)
 
 
+BASELINE_CELL = "clip β | learner | gae"
+"""The cell every learner-critic cell's retention is compared with: PPO-clip on β with the
+learner's critic and GAE (ε = 0.2), the strongest baseline's recipe."""
+KINDS = ("training", "greedy")
+
+
+def learner_cells(final: list[dict]) -> list[str]:
+    """The learner-critic cells of `final`: the baseline cell first, then the others in the
+    order of the table."""
+    cells = [c for c in dict.fromkeys(r["cell"] for r in final) if " | learner | " in c]
+    return sorted(cells, key=lambda c: c != BASELINE_CELL)
+
+
+def robustness_results(final: list[dict], lags: tuple[int, ...] = LAGS[1:]
+                       ) -> dict[tuple, robustness.RobustnessResult]:
+    """Robustness [ours] of every learner-critic cell, over the envs of `final`, paired by env
+    and seed (`jaxvaco.analysis.robustness`: normalised scores, pooled = mean over envs of the
+    per-env seed means, stratified bootstrap, 2000 replicates, seed 0):
+    ``(cell, None, kind, K)`` -> retention at K against the cell's own K = 0;
+    ``(cell, BASELINE_CELL, kind, K)`` -> difference in differences against the baseline cell."""
+    cells = learner_cells(final)
+    columns = {c: np.asarray([r[c] for r in final if r["cell"] in cells])
+               for c in ("env", "cell", "K", "seed", *KINDS)}
+    common = dict(method_key="cell", lag_key="K")
+    out = {}
+    for k in lags:
+        for cell in cells:
+            for baseline in (None,) if cell == BASELINE_CELL else (None, BASELINE_CELL):
+                rows = (np.isin(columns["cell"], [cell, baseline or cell])
+                        & np.isin(columns["K"], [0, k]))
+                subset = {c: v[rows] for c, v in columns.items()}
+                for kind in KINDS:
+                    out[cell, baseline, kind, k] = (
+                        robustness.retention(subset, cell, k, return_key=kind, **common)
+                        if baseline is None else robustness.difference_in_differences(
+                            subset, cell, baseline, k, return_key=kind, **common))
+    return out
+
+
+def robustness_rows(results: dict, digits: int = 3) -> list[list[str]]:
+    """Rows per learner-critic cell and return kind: pooled retention at each K > 0, then the
+    difference in differences against `BASELINE_CELL` at each K > 0 [95% CI]."""
+    lags = sorted({key[3] for key in results})
+    cells = list(dict.fromkeys(key[0] for key in results))
+    rows = [["cell", "return"] + [f"retention K={k}" for k in lags]
+            + [f"DiD K={k}" for k in lags]]
+    for cell in cells:
+        for kind in KINDS:
+            did = [results[cell, BASELINE_CELL, kind, k].format(digits=digits)
+                   if (cell, BASELINE_CELL, kind, k) in results else "—" for k in lags]
+            rows.append([cell, kind, *(results[cell, None, kind, k].format(digits=digits)
+                                       for k in lags), *did])
+    return rows
+
+
+def robustness_env_rows(results: dict, k: int = LAGS[-1], digits: int = 3) -> list[list[str]]:
+    """Rows per learner-critic cell and return kind at lag `k`: retention on each env, then the
+    difference in differences against `BASELINE_CELL` on each env [95% CI over its seeds]."""
+    cells = list(dict.fromkeys(key[0] for key in results))
+    envs = list(results[cells[0], None, KINDS[0], k].per_env)
+    rows = [["cell", "return"] + [f"retention {env}" for env in envs]
+            + [f"DiD {env}" for env in envs]]
+    for cell in cells:
+        for kind in KINDS:
+            did = results.get((cell, BASELINE_CELL, kind, k))
+            rows.append([cell, kind, *(results[cell, None, kind, k].format(env, digits)
+                                       for env in envs),
+                         *(did.format(env, digits) if did else "—" for env in envs)])
+    return rows
+
+
+MATCHED_TV_CELLS = {  # cell -> (objective, knob): the knob sweeps of the clip and the filter
+    "clip β | learner | gae | ε=0.05": ("clip", 0.05),
+    "clip β | learner | gae | ε=0.1": ("clip", 0.1),
+    "clip β | learner | gae": ("clip", 0.2),
+    "clip β | learner | gae | ε=0.4": ("clip", 0.4),
+    "TV batch β | learner | gae | δ=0.05": ("filter", 0.05),
+    "TV batch β | learner | gae | δ=0.1": ("filter", 0.1),
+    "TV batch β | learner | gae": ("filter", 0.2),
+    "TV batch β | learner | gae | δ=0.4": ("filter", 0.4),
+}
+"""PPO's clip on β (ε) and VACO's TV batch filter on β (δ), learner's critic, GAE."""
+KNOB = {"clip": "ε", "filter": "δ"}
+REALISED_TV = "tv/total"
+"""TV(π_θ, β): the policy after the iteration's update against the policy that acted
+(`train.iteration_metrics`; `tv/backward` is TV(β, π_T), the lag, and `tv/forward`
+TV(π_T, π_θ), the update's own move). Both the clip and the filter anchored on β constrain
+π_θ/β, so this is the distance they let the policy realise."""
+
+
+def realised_tv(rows: list[dict], column: str = REALISED_TV) -> dict[tuple, float]:
+    """(env, cell, K, seed) -> the mean of `column` over every logged iteration of the run
+    (the rows of ablation.csv)."""
+    values: dict[tuple, list[float]] = {}
+    for r in rows:
+        if r[column] != "":
+            key = (r["env"], r["variant"], int(r["K"]), int(r["seed"]))
+            values.setdefault(key, []).append(float(r[column]))
+    return {key: float(np.mean(v)) for key, v in sorted(values.items())}
+
+
+def matched_tv_cells(final: list[dict], tv: dict[tuple, float], env: str, k: int) -> dict:
+    """Per cell of `MATCHED_TV_CELLS` on `env` at lag `k`: seed means and 95% CIs
+    (`stats.seed_mean_ci`) of the realised TV and of the final training and greedy return."""
+    out = {}
+    for cell in MATCHED_TV_CELLS:
+        runs = [r for r in final if (r["env"], r["cell"], r["K"]) == (env, cell, k)]
+        if runs:
+            out[cell] = {"tv": stats.seed_mean_ci([tv[env, cell, k, r["seed"]] for r in runs]),
+                         **{kind: stats.seed_mean_ci([r[kind] for r in runs])
+                            for kind in KINDS}}
+    return out
+
+
+def matched_tv_tables(final: list[dict], tv: dict[tuple, float],
+                      lags: tuple[int, ...] = (LAGS[0], LAGS[-1])) -> dict[str, list[list[str]]]:
+    """Per env: each clip (ε) and filter (δ) cell's realised mean TV(π_θ, β) and final training
+    and greedy return at each of `lags`, mean [95% CI] over seeds."""
+    tables = {}
+    for env in dict.fromkeys(r["env"] for r in final):
+        d = 1 if max(abs(r["greedy"]) for r in final if r["env"] == env) < 50 else 0
+        per_k = {k: matched_tv_cells(final, tv, env, k) for k in lags}
+        rows = [["objective", "knob"] + [f"{what} K={k}" for k in lags
+                                         for what in ("TV", "training", "greedy")]]
+        for cell, (objective, knob) in MATCHED_TV_CELLS.items():
+            if not all(cell in per_k[k] for k in lags):
+                continue
+            cells_ = []
+            for k in lags:
+                c = per_k[k][cell]
+                cells_ += [format_estimate(c["tv"], 3), format_estimate(c["training"], d),
+                           format_estimate(c["greedy"], d)]
+            rows.append([objective, f"{KNOB[objective]} = {knob:g}", *cells_])
+        tables[env] = rows
+    return tables
+
+
+def plot_matched_tv(final: list[dict], tv: dict[tuple, float], out: Path,
+                    lags: tuple[int, ...] = (LAGS[-1], LAGS[0])) -> None:
+    """matched_tv.{png,pdf}: final training return against the realised mean TV(π_θ, β), one
+    point per knob value of the clip (ε) and of the filter (δ), 95% CIs on both axes; one
+    column per env, one row per K."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = list(dict.fromkeys(r["env"] for r in final))
+    fig, axes = plt.subplots(len(lags), len(envs), figsize=(4.6 * len(envs), 3.6 * len(lags)),
+                             squeeze=False)
+    colors = {"clip": "tab:blue", "filter": "tab:red"}
+    labels = {"clip": "PPO clip on β (ε)", "filter": "VACO TV batch filter on β (δ)"}
+    for i, k in enumerate(lags):
+        for j, env in enumerate(envs):
+            ax = axes[i, j]
+            cells = matched_tv_cells(final, tv, env, k)
+            for objective, color in colors.items():
+                mine = [(knob, cells[c]) for c, (o, knob) in MATCHED_TV_CELLS.items()
+                        if o == objective and c in cells]
+                if not mine:
+                    continue
+                x = np.array([c["tv"] for _, c in mine])
+                y = np.array([c["training"] for _, c in mine])
+                ax.errorbar(x[:, 0], y[:, 0], xerr=[x[:, 0] - x[:, 1], x[:, 2] - x[:, 0]],
+                            yerr=[y[:, 0] - y[:, 1], y[:, 2] - y[:, 0]], fmt="-o", ms=4,
+                            color=color, capsize=2, label=labels[objective])
+                for (knob, _), xi, yi in zip(mine, x[:, 0], y[:, 0], strict=True):
+                    ax.annotate(f"{KNOB[objective]}={knob:g}", (xi, yi), fontsize="x-small",
+                                color=color, xytext=(4, 4), textcoords="offset points")
+            ax.set_title(f"{env}, K = {k}", fontsize="small")
+            ax.set_xlabel("realised mean TV(π_θ, β) (tv/total)", fontsize="small")
+            ax.set_ylabel("final training return", fontsize="small")
+            ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize="x-small")
+    fig.suptitle("Clip against filter at matched realised TV (learner's critic, GAE; means "
+                 "over 8 seeds, 95% CIs)", fontsize="small")
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out / "matched_tv.png", dpi=130)
+    fig.savefig(out / "matched_tv.pdf")
+    plt.close(fig)
+
+
+def robustness_markdown(final: list[dict], rows: list[dict]) -> str:
+    """robustness.md: the learner-critic cells' retention and difference in differences
+    (pooled, then per env at the largest K) and the matched-TV table of the clip and filter."""
+    results = robustness_results(final)
+    parts = [("Retention and DiD against " + BASELINE_CELL + ", pooled (mean over envs)",
+              robustness_rows(results)),
+             (f"Per environment, K = {LAGS[-1]}", robustness_env_rows(results))]
+    parts += [(f"{env}: realised mean TV(π_θ, β) and final return, clip (ε) and filter (δ)",
+               rows_) for env, rows_ in matched_tv_tables(final, realised_tv(rows)).items()]
+    return "\n".join(f"\n**{title}**\n\n{table(rows_)}" for title, rows_ in parts)
+
+
 def plot(final: list[dict], out: Path) -> None:
     """One dot row per cell: final return at each K with its CI; greedy and training."""
     import matplotlib
@@ -136,12 +336,15 @@ def main() -> None:
     if not args.plot_only:
         run_spec(experiment_spec(SPEC, args.out, args.envs, args.seeds, args.steps,
                                  args.only or None), csv_path)
-    final = final_table(read_rows(csv_path))
+    rows = read_rows(csv_path)
+    final = final_table(rows)
     write_rows(args.out / "final.csv", final)
     table = summary_markdown(final)
     (args.out / "summary.md").write_text(table + "\n")
     print(table)
+    (args.out / "robustness.md").write_text(robustness_markdown(final, rows) + "\n")
     plot(final, args.out)
+    plot_matched_tv(final, realised_tv(rows), args.out)
 
 
 if __name__ == "__main__":

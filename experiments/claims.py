@@ -450,6 +450,47 @@ def measure_fair_study(ctx: Context, folder: Path | None = None) -> dict:
     return tables
 
 
+def fair_study_final(folder: Path) -> list[dict]:
+    """The committed final.csv of the fair study, typed (the `fair-study` claim checks that
+    it is what study.csv gives)."""
+    return [{"env": r["env"], "variant": r["variant"], "K": int(r["K"]), "seed": int(r["seed"]),
+             "step": int(r["step"]), "greedy": float(r["greedy"]),
+             "training": float(r["training"])} for r in read_rows(folder / "final.csv")]
+
+
+def measure_fair_study_robustness(ctx: Context, folder: Path | None = None) -> dict:
+    """The fair study's robustness [ours] (`fair_study.robustness_tables`): per pool the
+    levels (mean over envs and IQM) with the retention of every learner-critic variant at
+    each K, and its difference in differences against PPO-clip and PPO-KL with the learner's
+    critic; per env at K = 16. Recomputed from the committed final.csv."""
+    from experiments import fair_study
+
+    return fair_study.robustness_tables(fair_study_final(folder or RESULTS / "fair_study"))
+
+
+def measure_ablation_robustness(ctx: Context, folder: Path | None = None) -> dict:
+    """Retention and difference in differences against `ablation.BASELINE_CELL` of every
+    learner-critic cell of the ablation, pooled over the three envs and per env at K = 16,
+    recomputed from the committed ablation.csv."""
+    from experiments import ablation
+
+    final = ablation.final_table(read_rows((folder or RESULTS / "ablation") / "ablation.csv"))
+    results = ablation.robustness_results(final)
+    envs = ", ".join(dict.fromkeys(r["env"] for r in final))
+    return {f"Pooled ({envs})": ablation.robustness_rows(results),
+            f"Per environment, K = {ablation.LAGS[-1]}": ablation.robustness_env_rows(results)}
+
+
+def measure_ablation_matched_tv(ctx: Context, folder: Path | None = None) -> dict:
+    """Per env: the clip's (ε) and the filter's (δ) realised mean TV(π_θ, β) and final
+    training and greedy return at K = 0 and 16 (`ablation.matched_tv_tables`), recomputed
+    from the committed ablation.csv."""
+    from experiments import ablation
+
+    rows = read_rows((folder or RESULTS / "ablation") / "ablation.csv")
+    return ablation.matched_tv_tables(ablation.final_table(rows), ablation.realised_tv(rows))
+
+
 def measure_gpu_throughput(ctx: Context, folder: Path | None = None) -> dict:
     """The throughput ratios of the GPU check (experiments/gpu_check.sh, step 'cartpole'),
     read from its committed JSON: comparison, ratio, env-steps/s of the pair, goal."""
@@ -556,6 +597,16 @@ def measure_default_sweep(ctx: Context) -> dict:
 
 # ------------------------------------------------------------------------- the registry
 
+ABLATION_DATA = "b5c21f6, c6a35c2, 6dae53a, 9a8ac49, 642dcc1, ed6639d, 672eae9"
+"""The commits that added experiments/results/ablation/ablation.csv."""
+FAIR_STUDY_DATA = (
+    "f87b943, 08a6e09, 4ea9dbd, 82b559d, 2caef67, 062dfd7, 1afdf72, de36ec1, a2e4f65, "
+    "a09b480, 5221383, d68ec86, 31512c6, a3b39af, ec3b909, 6ab0084, 0c77779, 45383da, "
+    "d8b94da, 4660dba, 90dc78a, 0e277cb, 3f4e45f, 5d88802, 394a50d, 492c552, 77b09ba, "
+    "2f709c7, 23799ff, cd2ca56, dbda32d, 664b022, df9455b, 417d247, ed10a2f, 015da28, "
+    "2e214bb")
+"""The commits that added experiments/results/fair_study/study.csv (and final.csv)."""
+
 CLAIMS = [
     Claim("default-16-seeds", "PPO, CartPole-v1, defaults, 16 seeds in one program, 1M steps",
           "jaxvaco train --num-seeds 16", "seed-count",
@@ -618,18 +669,31 @@ CLAIMS = [
     Claim("ablation", "lag ablation, per env: final greedy K = 0 → K = 16 / training K = 16",
           "python -m experiments.ablation --plot-only", "data",
           "recomputed from the committed ablation.csv (and final.csv): identical", True, 0.2,
-          measure_ablation, same, show_table, "b5c21f6, c6a35c2, 6dae53a, 9a8ac49, 642dcc1, "
-                                              "ed6639d, 672eae9"),
+          measure_ablation, same, show_table, ABLATION_DATA),
+    Claim("ablation-robustness", "lag ablation, learner-critic cells: retention of the "
+          "normalised final training and greedy return at K = 4 and 16 and difference in "
+          "differences against clip β | learner | gae [95% CI], pooled and per env",
+          "python -m experiments.ablation --plot-only", "data",
+          "recomputed from the committed ablation.csv: identical", True, 0.2,
+          measure_ablation_robustness, same, show_table, ABLATION_DATA),
+    Claim("ablation-matched-tv", "lag ablation, PPO clip (ε) against VACO's TV batch filter "
+          "(δ) on β: realised mean TV(π_θ, β) and final training and greedy return at K = 0 "
+          "and 16 [95% CI]", "python -m experiments.ablation --plot-only", "data",
+          "recomputed from the committed ablation.csv: identical", True, 0.1,
+          measure_ablation_matched_tv, same, show_table, ABLATION_DATA),
     Claim("fair-study", "fair lag study: IQM of normalised final greedy / training return "
           "[95% CI], P(VACO > baseline); per env mean greedy / training return",
           "python -m experiments.fair_study --summary-only", "data",
           "recomputed from the committed study.csv (and final.csv): identical", True, 0.5,
-          measure_fair_study, same, show_table,
-          "f87b943, 08a6e09, 4ea9dbd, 82b559d, 2caef67, 062dfd7, 1afdf72, de36ec1, a2e4f65, "
-          "a09b480, 5221383, d68ec86, 31512c6, a3b39af, ec3b909, 6ab0084, 0c77779, 45383da, "
-          "d8b94da, 4660dba, 90dc78a, 0e277cb, 3f4e45f, 5d88802, 394a50d, 492c552, 77b09ba, "
-          "2f709c7, 23799ff, cd2ca56, dbda32d, 664b022, df9455b, 417d247, ed10a2f, 015da28, "
-          "2e214bb"),
+          measure_fair_study, same, show_table, FAIR_STUDY_DATA),
+    Claim("fair-study-robustness", "fair lag study, learner-critic variants: retention of the "
+          "normalised final training and greedy return at each K and difference in "
+          "differences against PPO-clip and PPO-KL with the learner's critic [95% CI], "
+          "pooled as the mean over envs (beside the IQM) and per env",
+          "python -m experiments.fair_study --summary-only", "data",
+          "recomputed from the committed final.csv (study.csv's, checked by fair-study): "
+          "identical", True, 0.5, measure_fair_study_robustness, same, show_table,
+          FAIR_STUDY_DATA),
     Claim("gpu-throughput", "throughput ratios on an NVIDIA H200 (2048 envs, 2e7 steps)",
           "bash experiments/gpu_check.sh (device machine; step 'cartpole')", "data",
           "read from the committed throughput_cartpole.json: identical (no GPU in CI)", True,

@@ -28,8 +28,10 @@ final.csv (final greedy and training return per run), summary.md (per-environmen
 of both returns, mean [95% CI]; IQM of the normalised score per K with stratified-bootstrap
 CIs, development and held-out apart; the probability that VACO improves on each baseline
 per K; the mean TV distance one update moves the policy at K = 16, beside the lag's),
-{greedy,training}_return_vs_lag.{png,pdf} and learning_curves_K{0,16}.{png,pdf} (training
-return against env steps, one panel per environment).
+robustness.md (retention and difference in differences of the learner-critic variants,
+`robustness_tables`), {greedy,training}_return_vs_lag.{png,pdf} and
+learning_curves_K{0,16}.{png,pdf} (training return against env steps, one panel per
+environment).
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ import numpy as np
 
 from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
 from experiments.render_readme import table
-from jaxvaco.analysis import lag_plots, plots, stats
+from jaxvaco.analysis import lag_plots, plots, robustness, stats
+from jaxvaco.analysis.tables import format_estimate
 from jaxvaco.results import last_evaluated, read_rows, write_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "fair_study"
@@ -236,6 +239,159 @@ def movement_rows(rows: list[dict], k: int = MOVEMENT_LAG) -> list[list[str]]:
     return table_rows
 
 
+LEARNER_CRITIC = ("vaco", "ppo", "ppo_kl (learner critic)", "spo (learner critic)", "impala")
+"""The variants whose advantages and value targets use the learner's critic (IMPALA: V-trace
+recomputed with it), whose robustness to lag `robustness_results` measures."""
+ROBUSTNESS_BASELINES = ("ppo", "ppo_kl (learner critic)")
+"""What each learner-critic variant's retention is compared with (difference in
+differences): PPO-clip and PPO-KL with the learner's critic."""
+ROBUSTNESS_POOLS = {"Held-out": HELD_OUT_ENVS,
+                    **{f"Held-out {domain}": envs for domain, envs in HELD_OUT_BY_DOMAIN.items()},
+                    "Development": DEV_ENVS}
+KINDS = ("training", "greedy")
+SHORT = {"ppo": "PPO-clip(L)", "ppo_kl (learner critic)": "PPO-KL(L)",
+         "spo (learner critic)": "SPO(L)", "vaco": "VACO", "impala": "IMPALA"}
+"""Short names of the learner-critic variants in the robustness tables."""
+
+
+def robustness_results(final: list[dict], envs: Sequence[str],
+                       variants: Sequence[str] = LEARNER_CRITIC,
+                       baselines: Sequence[str] = ROBUSTNESS_BASELINES,
+                       lags: Sequence[int] = LAGS[1:]) -> dict[tuple, robustness.RobustnessResult]:
+    """Robustness [ours] on the pool `envs`, per return kind and K > 0, paired by env and seed
+    (`jaxvaco.analysis.robustness`: normalised scores, pooled = mean over envs of the per-env
+    seed means, stratified bootstrap, 2000 replicates, seed 0):
+    ``(variant, None, kind, K)`` -> retention of `variant` at K against its own K = 0;
+    ``(variant, baseline, kind, K)`` -> difference in differences, variant − baseline (> 0:
+    the variant keeps more of its K = 0 score), once per pair (two baselines are compared in
+    the order of `variants`). Variants absent from `final` are skipped."""
+    keep = [r for r in final if r["env"] in envs and r["variant"] in variants]
+    columns = {c: np.asarray([r[c] for r in keep]) for c in ("env", "variant", "K", "seed",
+                                                            *KINDS)}
+    present = [v for v in variants if v in set(columns["variant"])]
+    pairs = [(v, None) for v in present] + [
+        (v, b) for i, v in enumerate(present) for b in baselines
+        if b in present and b != v and not (b in present[:i] and v in baselines)]
+    common = dict(method_key="variant", lag_key="K", step_key="step")
+    out = {}
+    for k in lags:
+        for variant, baseline in pairs:
+            rows = (np.isin(columns["variant"], [variant, baseline or variant])
+                    & np.isin(columns["K"], [0, k]))  # only the cells compared: faster
+            cells = {c: v[rows] for c, v in columns.items()}
+            for kind in KINDS:
+                out[variant, baseline, kind, k] = (
+                    robustness.retention(cells, variant, k, return_key=kind, **common)
+                    if baseline is None else robustness.difference_in_differences(
+                        cells, variant, baseline, k, return_key=kind, **common))
+    return out
+
+
+def pooled_mean(final: list[dict], variant: str, k: int, envs: Sequence[str],
+                kind: str) -> tuple[float, float, float] | None:
+    """Mean over `envs` of the per-env seed mean of the normalised final `kind` return, with
+    its 95% stratified-bootstrap CI: the pooled level that trims no environment (beside the
+    IQM); None unless every env has the same number of seeds of it."""
+    scores = score_matrix(final, variant, k, list(envs), kind)
+    if not scores.size:
+        return None
+    points, cis = stats.stratified_bootstrap_ci({"x": scores}, {"Mean": stats.mean})
+    return float(points["x"][0]), float(cis["x"][0, 0]), float(cis["x"][1, 0])
+
+
+def pooled_iqm(final: list[dict], variant: str, k: int, envs: Sequence[str], kind: str
+               ) -> float | None:
+    scores = score_matrix(final, variant, k, list(envs), kind)
+    return stats.iqm(scores) if scores.size else None
+
+
+def retention_rows(final: list[dict], envs: Sequence[str], results: dict,
+                   variants: Sequence[str] = LEARNER_CRITIC, digits: int = 3
+                   ) -> list[list[str]]:
+    """Rows per variant and return kind: the pooled level at K = 0 and at the largest K (mean
+    over envs [95% CI], then the IQM), and the retention at every K > 0 (`results` of
+    `robustness_results` on the same `envs`)."""
+    lags = sorted({key[3] for key in results})
+    last = lags[-1]
+    rows = [["variant", "return", "mean K=0", "IQM K=0", f"mean K={last}", f"IQM K={last}"]
+            + [f"retention K={k}" for k in lags]]
+    for variant in (v for v in variants if (v, None, KINDS[0], last) in results):
+        for kind in KINDS:
+            levels = []
+            for k in (0, last):
+                iqm = pooled_iqm(final, variant, k, envs, kind)
+                levels += [format_estimate(pooled_mean(final, variant, k, envs, kind), digits),
+                           "—" if iqm is None else format_estimate((iqm,) * 3, digits)
+                           .split(" [")[0]]
+            rows.append([SHORT.get(variant, variant), kind, *levels,
+                         *(results[variant, None, kind, k].format(digits=digits)
+                           for k in lags)])
+    return rows
+
+
+def did_rows(results: dict, variants: Sequence[str] = LEARNER_CRITIC,
+             baselines: Sequence[str] = ROBUSTNESS_BASELINES, digits: int = 3
+             ) -> list[list[str]]:
+    """Rows per (variant − baseline) pair and return kind: the pooled difference in
+    differences [95% CI] at every K > 0 (`results` of `robustness_results`)."""
+    lags = sorted({key[3] for key in results})
+    rows = [["variant − baseline", "return"] + [f"DiD K={k}" for k in lags]]
+    for variant in variants:
+        for baseline in baselines:
+            if (variant, baseline, KINDS[0], lags[-1]) not in results:
+                continue
+            for kind in KINDS:
+                rows.append([f"{SHORT.get(variant, variant)} − {SHORT.get(baseline, baseline)}",
+                             kind, *(results[variant, baseline, kind, k].format(digits=digits)
+                                     for k in lags)])
+    return rows
+
+
+def robustness_env_rows(results: dict, envs: Sequence[str], k: int = LAGS[-1],
+                        variants: Sequence[str] = LEARNER_CRITIC,
+                        baselines: Sequence[str] = ROBUSTNESS_BASELINES, digits: int = 3
+                        ) -> list[list[str]]:
+    """Per env at lag `k`: each variant's retention, then each (variant − baseline) difference
+    in differences, per return kind, in normalised score [95% CI over that env's seeds] (the
+    per-env estimates of the pooled `results`)."""
+    rows = [["statistic", "return", *envs]]
+    pairs = [(v, None) for v in variants] + [(v, b) for v in variants for b in baselines]
+    for variant, baseline in pairs:
+        if (variant, baseline, KINDS[0], k) not in results:
+            continue
+        label = (f"retention {SHORT.get(variant, variant)}" if baseline is None else
+                 f"DiD {SHORT.get(variant, variant)} − {SHORT.get(baseline, baseline)}")
+        for kind in KINDS:
+            result = results[variant, baseline, kind, k]
+            rows.append([label, kind, *(result.format(env, digits) for env in envs)])
+    return rows
+
+
+def robustness_tables(final: list[dict]) -> dict[str, list[list[str]]]:
+    """The robustness report [ours]: per pool of `ROBUSTNESS_POOLS` the retention table
+    (levels, mean and IQM, and retention at each K) and the difference-in-differences table;
+    then, per env, retention and DiD at the largest K of the held-out and development pools."""
+    tables, per_env = {}, {}
+    for pool, envs in ROBUSTNESS_POOLS.items():
+        present = present_envs(final, envs)
+        if not present:
+            continue
+        results = robustness_results(final, present)
+        title = f"{pool} ({', '.join(present)})"
+        tables[f"Retention: {title}"] = retention_rows(final, present, results)
+        tables[f"DiD: {title}"] = did_rows(results)
+        if pool in ("Held-out", "Development"):
+            per_env[f"Per environment, K = {LAGS[-1]}: {pool}"] = robustness_env_rows(
+                results, present)
+    return tables | per_env
+
+
+def robustness_markdown(final: list[dict]) -> str:
+    """`robustness_tables` as markdown (robustness.md)."""
+    return "\n".join(f"\n**{title}**\n\n{table(rows)}"
+                     for title, rows in robustness_tables(final).items())
+
+
 def summary_markdown(final: list[dict], rows: list[dict]) -> str:
     """Aggregates (development, held-out, all), the policy movement at K = 16
     (`movement_rows` of study.csv's `rows`), then each environment's two tables."""
@@ -292,6 +448,7 @@ def main() -> None:
     table = summary_markdown(final, rows)
     (args.out / "summary.md").write_text(table + "\n")
     print(table)
+    (args.out / "robustness.md").write_text(robustness_markdown(final) + "\n")
     for kind in ("greedy", "training"):
         lag_plots.plot_return_vs_lag([{**r, "algo": r["variant"]} for r in final], args.out,
                                     metric=kind, stem=f"{kind}_return_vs_lag")

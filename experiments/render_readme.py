@@ -231,6 +231,84 @@ def fair_study(record: dict) -> str:
                                         "experiments/results/fair_study/study.csv")
 
 
+ROBUSTNESS_CAPTIONS = {
+    "Retention": "levels and retention [ours] of the normalised final return; *mean* = the "
+                 "mean over the environments of the per-environment seed means (no environment "
+                 "trimmed away), *IQM* = the pooled IQM of the tables above (it trims runs, at "
+                 "K = 16 on the held-out pool whole environments); retention at K = score at K "
+                 "− score at K = 0, paired by environment and seed, pooled as the mean; [95% "
+                 "stratified-bootstrap CI] over 16 seeds; (L): with the learner's critic",
+    "DiD": "difference in differences [ours]: the variant's retention − the baseline's, paired "
+           "by environment and seed, mean over the environments [95% CI]; > 0: the variant "
+           "keeps more of its K = 0 score",
+    "Per environment": "retention and difference in differences on each environment, "
+                       "normalised score [95% CI over its 16 seeds]",
+}
+
+
+def fair_study_robustness(record: dict) -> str:
+    """The held-out and development pools' retention and DiD tables; the held-out domains
+    and the per-environment tables folded away."""
+    shown, folded = [], []
+    for name, rows in record["fair-study-robustness"]["value"].items():
+        kind, _, title = name.partition(": ")
+        part = f"**{name}**: {ROBUSTNESS_CAPTIONS[kind.split(',')[0]]}\n\n" + table(rows)
+        (shown if title.startswith(("Held-out (", "Development (")) else folded).append(part)
+    return ("\n\n".join(shown) + "\n\n<details>\n<summary>The held-out MinAtar games and "
+            "Brax tasks pooled apart; retention and DiD per environment at K = 16</summary>"
+            "\n\n" + "\n\n".join(folded) + "\n\n</details>"
+            + footer(record, ("fair-study-robustness",),
+                     "experiments/results/fair_study/final.csv"))
+
+
+def table_cell(rows: list[list[str]], label: str, kind: str, column: str) -> str:
+    """The cell of a robustness table in the row (label, kind) and the column `column`."""
+    row = next(r for r in rows[1:] if r[:2] == [label, kind])
+    return row[rows[0].index(column)]
+
+
+def robustness_headline(record: dict) -> str:
+    """The README's headline numbers: retention at K = 16 of VACO, PPO-clip(L) and PPO-KL(L)
+    and VACO's DiD against both, on the held-out pool, training and greedy return."""
+    value = record["fair-study-robustness"]["value"]
+    retention = next(r for n, r in value.items() if n.startswith("Retention: Held-out ("))
+    did = next(r for n, r in value.items() if n.startswith("DiD: Held-out ("))
+    parts = []
+    for kind in ("training", "greedy"):
+        kept = ", ".join(f"{v} {table_cell(retention, v, kind, 'retention K=16')}"
+                         for v in ("VACO", "PPO-clip(L)", "PPO-KL(L)"))
+        diffs = ", ".join(f"{pair} **{table_cell(did, pair, kind, 'DiD K=16')}**"
+                          for pair in ("VACO − PPO-clip(L)", "VACO − PPO-KL(L)"))
+        parts.append(f"{kind} return: retention {kept}; DiD {diffs}")
+    return ("**Robustness to lag on the held-out pool [ours]** (normalised score at K = 16 − "
+            "at K = 0, paired by seed, mean over the six held-out environments, 95% CIs; "
+            "(L): with the learner's critic): " + "; ".join(parts) + ".\n\n<sub>Generated "
+            "from `experiments/results/claims.json` (`fair-study-robustness`); checked by "
+            "`python -m experiments.check_claims`.</sub>")
+
+
+def ablation_robustness(record: dict) -> str:
+    value = record["ablation-robustness"]["value"]
+    (pooled, pooled_rows), (per_env, per_env_rows) = value.items()
+    return (f"**{pooled}**: retention [ours] of the normalised final return of every "
+            "learner-critic cell (score at K − score at K = 0, paired by environment and "
+            "seed, mean over the environments) and its difference in differences against "
+            "`clip β | learner | gae` (> 0: keeps more of its K = 0 score) [95% "
+            "stratified-bootstrap CI] over 8 seeds\n\n" + table(pooled_rows)
+            + f"\n\n<details>\n<summary>{per_env}: retention and DiD per "
+            "environment</summary>\n\n" + table(per_env_rows) + "\n\n</details>"
+            + footer(record, ("ablation-robustness",), "experiments/results/ablation/ablation.csv"))
+
+
+def ablation_matched_tv(record: dict) -> str:
+    return per_env_tables(record, "ablation-matched-tv",
+                          ": PPO's clip on β (ε) and VACO's TV batch filter on β (δ), learner's "
+                          "critic, GAE: realised mean TV(π_θ, β) (`tv/total`, every logged "
+                          "iteration) and final training and greedy return, mean [95% CI] over "
+                          "8 seeds",
+                          "experiments/results/ablation/ablation.csv")
+
+
 def default_sweep(record: dict) -> str:
     return table(record["default-sweep"]["value"]["default_sweep"]) + footer(
         record, ("default-sweep",), "experiments/results/default_sweep/runs.csv")
@@ -262,6 +340,8 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "sync-sweep": sync_sweep, "fair-study": fair_study, "gpu-throughput": gpu_throughput,
     "llm-lag": llm_lag, "startup": startup, "startup-breakdown": startup_breakdown,
     "llm-lag-delta": functools.partial(llm_lag, claim="llm-lag-delta", folder=LLM_LAG_DELTA),
+    "fair-study-robustness": fair_study_robustness, "robustness-headline": robustness_headline,
+    "ablation-robustness": ablation_robustness, "ablation-matched-tv": ablation_matched_tv,
 }
 
 
