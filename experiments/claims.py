@@ -617,9 +617,10 @@ CLAIMS = [
           "greedy return >= 475; wall time (with compilation) at most 2× the recorded one",
           False, 2, measure_default_1, solved_and_wall, show_solved),
     Claim("fast-learning", "PPO, CartPole-v1, defaults, 8 seeds, 100k steps (the learning "
-          "claim CI reruns)", "jaxvaco train " + " ".join(FAST_LEARNING_FLAGS), "statistical",
-          "new mean greedy return inside the recorded 95% bootstrap CI", True, 1,
-          measure_fast_learning, inside_ci, show_mean_ci),
+          "claim CI reruns)", "jaxvaco train " + " ".join(FAST_LEARNING_FLAGS), "seed-count",
+          "greedy return >= 475 in at least 7 of 8 seeds (the tuned defaults solve all 8, so a "
+          "CI of the mean would be a point)", True, 1, measure_fast_learning,
+          solved_at_least(7), show_solved),
     Claim("default-sweep", "the sweep that chose the defaults (seeds solved, mean greedy)",
           "python -m experiments.default_sweep --summary-only", "data",
           "recomputed from the committed runs.csv: identical", True, 0.1,
