@@ -1,7 +1,8 @@
 """jaxvaco: fully jitted on-policy RL in JAX for studying and beating policy lag.
 
 Entry points: `TrainConfig` (typed configuration), `make_train` (pure jitted functions),
-`run` (the host loop that trains, evaluates and writes results).
+`run` (the host loop that trains, evaluates and writes results), `load_policy` (a trained
+policy from a run directory or an export, to act with).
 """
 
 from jaxvaco.config import ConfigError, TrainConfig
@@ -18,7 +19,11 @@ def __getattr__(name):
         from jaxvaco.runner import run
 
         return run
+    if name == "load_policy":
+        from jaxvaco.policy import load_policy
+
+        return load_policy
     raise AttributeError(name)
 
 
-__all__ = ["ConfigError", "TrainConfig", "make_train", "run", "__version__"]
+__all__ = ["ConfigError", "TrainConfig", "load_policy", "make_train", "run", "__version__"]

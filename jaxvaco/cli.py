@@ -1,4 +1,5 @@
-"""Command line: `jaxvaco train | sweep | plot` (see `jaxvaco COMMAND --help`)."""
+"""Command line: `jaxvaco train | sweep | plot | eval | export | envs` (see
+`jaxvaco COMMAND --help`)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,16 @@ commands:
           and/or flags; restarting it skips finished cells
   plot    print a sweep's (or a run's) results table and plot it: learning curves,
           return, retention and TV against lag, aggregate intervals, as PNG and PDF
+  eval    roll a trained policy out in fresh environments: episode returns per run,
+          mean [95% CI], into RUN/eval.json; --video FILE.gif|.mp4 renders an episode
+          (jaxvaco eval RUN [--run I] [--episodes N] [--stochastic] [--checkpoint STEP]
+          [--video FILE] [--seed S])
+  export  write one run's policy (parameters + manifest.json) to a folder that
+          jaxvaco.load_policy reads without the training state
+          (jaxvaco export RUN --out DIR [--run I] [--checkpoint STEP])
+  envs    list the environments by family, with their action and observation shapes
+
+  jaxvaco --version prints the version.
 """
 
 Flat = tyro.conf.arg(name="")
@@ -288,7 +299,253 @@ def plot_command(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": train_command, "sweep": sweep_command, "plot": plot_command}
+@dataclasses.dataclass(frozen=True)
+class EvalArgs:
+    run_dir: tyro.conf.Positional[Path]
+    """A run directory (results/<run>) or a policy folder written by jaxvaco export."""
+    run: str | None = None
+    """The run to evaluate: its index (0, 1, ...) or its labels (seed=1,lag_delay=4);
+    default: every run of the directory (the video shows run 0)."""
+    episodes: int | None = None
+    """Episodes per run, run in parallel; default: the run's --eval.num-episodes."""
+    stochastic: bool = False
+    """Draw actions from the policy instead of acting greedily (arg-max / mean)."""
+    checkpoint: int | None = None
+    """The checkpoint to evaluate (its iteration); default: the newest."""
+    video: Path | None = None
+    """Also render the run's first episode to this .gif (Pillow) or .mp4 (needs ffmpeg:
+    pip install "jaxvaco[video]")."""
+    seed: int | None = None
+    """Draw other episodes (keys fold_in(PRNGKey(SEED), run seed)); default: the run's own
+    evaluation keys at that checkpoint (fold_in(PRNGKey(10000 + iteration), run seed)), so
+    with its episode count the returns are the run's own evaluation, bit for bit."""
+
+
+def eval_command(argv: list[str]) -> int:
+    try:
+        args = parse_args(EvalArgs, argv, prog="jaxvaco eval",
+                          description="Evaluate a trained policy in fresh environments; "
+                                      "writes RUN/eval.json.")
+    except UsageError as error:
+        return report_failure(error, "")
+    try:
+        return evaluate(args)
+    except (ConfigError, OSError) as error:
+        return report_failure(error, "")
+
+
+def evaluate(args: EvalArgs) -> int:
+    """`jaxvaco eval`: every check first (options, video file, run, checkpoint, renderer),
+    then the evaluation, the table, eval.json and the video."""
+    from jaxvaco.policy import (
+        choose_checkpoint,
+        open_source,
+        parse_run,
+        select_run,
+        source_state,
+    )
+
+    if args.episodes is not None and args.episodes < 1:
+        raise ConfigError(f"--episodes must be at least 1, got {args.episodes}.")
+    if args.video is not None:
+        from jaxvaco.video import check_video_path
+
+        check_video_path(args.video)
+    source = open_source(args.run_dir)
+    choice = parse_run(args.run)
+    chosen = [select_run(source, choice)] if choice is not None else list(range(len(
+        source.runs)))
+    step = choose_checkpoint(source, args.checkpoint)
+    if args.video is not None:
+        import matplotlib
+
+        from jaxvaco.video import check_renderable
+
+        matplotlib.use("Agg")
+        check_renderable(source.config.env)
+    from jaxvaco.policy import evaluate_runs
+
+    episodes = args.episodes or source.config.eval.num_episodes
+    greedy = not args.stochastic
+    state = source_state(source, step)
+    returns = evaluate_runs(source, step, episodes, greedy, args.seed, state)
+    report = eval_report(source, step, episodes, greedy, args.seed, returns, chosen)
+    print_eval_table(source, report)
+    from jaxvaco.run_dir import write_json
+
+    path = source.path / "eval.json"
+    write_json(path, report)
+    print(f"wrote {path}")
+    if args.video is not None:
+        print(render_video(args, source, step, episodes, greedy, state, chosen[0]))
+    return 0
+
+
+def eval_report(source: Any, step: int | None, episodes: int, greedy: bool,
+                seed: int | None, returns: Any, chosen: list[int]) -> dict:
+    """eval.json: what was evaluated, how, and per chosen run its returns, mean, 95% CI
+    and, where the run evaluated the same episodes, its own recorded return."""
+    import jaxvaco
+    from jaxvaco.analysis.stats import seed_mean_ci
+    from jaxvaco.policy import recorded_returns
+
+    same_episodes = seed is None and episodes == source.config.eval.num_episodes
+    recorded = recorded_returns(source, step, greedy) if same_episodes else {}
+    means = returns.mean(axis=1)  # as the runner averages (float32)
+    runs = []
+    for r in chosen:
+        _, low, high = seed_mean_ci(returns[r])
+        runs.append({"run": r, "labels": source.runs[r], "mean": float(means[r]),
+                     "ci95": [low, high], "recorded": recorded.get(r),
+                     "returns": [float(x) for x in returns[r]]})
+    keys = ("fold_in(PRNGKey(10000 + iteration), seed)" if seed is None
+            else f"fold_in(PRNGKey({seed}), seed)")
+    return {"path": str(source.path), "kind": source.kind, "env": source.config.env,
+            "algo": source.config.algo, "checkpoint": step,
+            "mode": "greedy" if greedy else "stochastic", "episodes": episodes,
+            "seed": seed, "keys": keys, "jaxvaco_version": jaxvaco.__version__, "runs": runs}
+
+
+def print_eval_table(source: Any, report: dict) -> None:
+    from rich.table import Table
+
+    from jaxvaco.analysis.tables import format_estimate
+
+    config = source.config
+    at = ("" if report["checkpoint"] is None
+          else f", checkpoint {report['checkpoint']}")
+    table = Table(title=f"{config.algo} on {config.env}{at}: {report['mode']} return, "
+                        f"{report['episodes']} episodes per run")
+    labels = list(dict.fromkeys(k for row in report["runs"] for k in row["labels"]))
+    recorded = any(row["recorded"] is not None for row in report["runs"])
+    for name in ["run", *labels]:
+        table.add_column(name, justify="right")
+    for name in ["return: mean [95% CI]", "min", "max",
+                 *(["recorded", "same"] if recorded else [])]:
+        table.add_column(name, justify="right")
+    number = lambda x: "—" if x is None else format_estimate((x, x, x)).split(" [")[0]  # noqa: E731
+    for row in report["runs"]:
+        values = row["returns"]
+        cells = [str(row["run"]), *(str(row["labels"].get(k, "")) for k in labels),
+                 format_estimate((row["mean"], *row["ci95"])), number(min(values)),
+                 number(max(values))]
+        if recorded:
+            same = row["recorded"] is not None and row["recorded"] == row["mean"]
+            cells += [number(row["recorded"]), "yes" if same else "no"]
+        table.add_row(*cells)
+    console = wide_console(table)
+    console.print(table)
+    episodes = ("the run's own evaluation episodes at this checkpoint" if report["seed"] is None
+                else f"episodes of --seed {report['seed']}")
+    console.print(f"{episodes} (keys {report['keys']})" + (
+        "; recorded: the run's eval/" + report["mode"] + "_return in metrics.jsonl, same: "
+        "equal to the last bit" if recorded else ""), soft_wrap=True)
+
+
+def wide_console(table: Any) -> Any:
+    """A rich console as wide as `table` needs when stdout is not a terminal (a file or a
+    pipe keeps whole rows)."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    console = Console()
+    if not console.is_terminal:
+        width = Measurement.get(console, console.options.update_width(10_000), table).maximum
+        title = len(str(table.title or ""))
+        console = Console(width=max(console.width, width, title))
+    return console
+
+
+def render_video(args: EvalArgs, source: Any, step: int | None, episodes: int, greedy: bool,
+                 state: Any, index: int) -> str:
+    """Render the first evaluation episode of run `index` to --video; what was written."""
+    from jaxvaco.policy import record_episode, source_policy
+    from jaxvaco.runner import eval_keys
+    from jaxvaco.video import render_episode, write_video
+
+    policy = source_policy(source, index, step, state)
+    key = eval_keys(step or 0, [source.runs[index]], args.seed)[0]
+    episode = record_episode(policy, key, greedy, episodes)
+    frames, fps = render_episode(episode)
+    write_video(frames, args.video, fps)
+    return (f"wrote {args.video}: run {index}, episode 0 (return {episode.episode_return:g}, "
+            f"{episode.length} steps), {len(frames)} frames at {fps:.3g} fps")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportArgs:
+    run_dir: tyro.conf.Positional[Path]
+    """A run directory (results/<run>)."""
+    out: Path
+    """The folder to write (created; an earlier export there is replaced)."""
+    run: str = "0"
+    """The run to export: its index (0, 1, ...) or its labels (seed=1,lag_delay=4)."""
+    checkpoint: int | None = None
+    """The checkpoint to export (its iteration); default: the newest."""
+
+
+def export_command(argv: list[str]) -> int:
+    from jaxvaco.policy import export_policy, load_policy, parse_run
+
+    try:
+        args = parse_args(ExportArgs, argv, prog="jaxvaco export",
+                          description="Write one run's policy (params.msgpack and "
+                                      "manifest.json) for jaxvaco.load_policy(DIR).")
+    except UsageError as error:
+        return report_failure(error, "")
+    try:
+        policy = load_policy(args.run_dir, parse_run(args.run), args.checkpoint)
+        out = export_policy(policy, args.out)
+    except (ConfigError, OSError) as error:
+        return report_failure(error, "")
+    labels = ", ".join(f"{k}={v}" for k, v in policy.labels.items())
+    print(f"exported run {policy.source['run']} ({labels}) of {args.run_dir} at checkpoint "
+          f"{policy.source['checkpoint']} to {out}")
+    print(f"use it with: jaxvaco.load_policy({str(out)!r}).act(obs)")
+    return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvsArgs:
+    """No options."""
+
+
+def envs_command(argv: list[str]) -> int:
+    from rich.table import Table
+
+    from jaxvaco.envs import env_catalog
+
+    try:
+        parse_args(EnvsArgs, argv, prog="jaxvaco envs",
+                   description="List the environments by family with their action and "
+                               "observation shapes.")
+    except UsageError as error:
+        return report_failure(error, "")
+    table = Table(title="Environments (--env NAME)")
+    for name in ("family", "env", "actions", "observation", "note"):
+        table.add_column(name)
+    family = None
+    for row in env_catalog():
+        if row["family"] != family and family is not None:
+            table.add_section()
+        family = row["family"]
+        if row["discrete"] is None:
+            actions = observation = "—"
+        else:
+            actions = (f"discrete {row['num_actions']}" if row["discrete"]
+                       else f"continuous {row['num_actions']}")
+            observation = "×".join(map(str, row["obs_shape"])) or "scalar"
+        table.add_row(family, row["name"], actions, observation, row["note"])
+    console = wide_console(table)
+    console.print(table)
+    console.print("actions: discrete n (n choices) or continuous d (a d-dimensional vector in "
+                  "[-1, 1] for Brax); Brax shapes are for the default --brax-backend spring.",
+                  soft_wrap=True)
+    return 0
+
+
+COMMANDS = {"train": train_command, "sweep": sweep_command, "plot": plot_command,
+            "eval": eval_command, "export": export_command, "envs": envs_command}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,6 +554,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
+        return 0
+    if argv[0] in ("-V", "--version"):
+        from jaxvaco import __version__
+
+        print(f"jaxvaco {__version__}")
         return 0
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:

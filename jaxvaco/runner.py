@@ -229,14 +229,21 @@ def evaluate_policy(compiled: Compiled, state: TrainState, iteration: int, runs:
     The episodes depend only on the run's seed and the iteration, so runs that differ
     only in a swept hyperparameter are evaluated on the same episodes.
     """
-    base = jax.random.PRNGKey(10_000 + iteration)
-    seeds = jnp.asarray([run["seed"] for run in runs])
-    keys = jax.vmap(lambda seed: jax.random.fold_in(base, seed))(seeds)
+    keys = eval_keys(iteration, runs)
     out = {}
     for mode, greedy in (("greedy", True), ("stochastic", False)):
         returns = np.asarray(compiled.evaluate(state, keys, greedy))
         out[f"eval/{mode}_return"] = returns.mean(axis=1)
     return out
+
+
+def eval_keys(iteration: int, runs: list[dict], base_seed: int | None = None) -> jax.Array:
+    """The evaluation keys of every run [R]: `fold_in(PRNGKey(10_000 + iteration), seed)`
+    with the run's seed (`base_seed` replaces 10_000 + iteration: other episodes, as
+    `jaxvaco eval --seed` draws them)."""
+    base = jax.random.PRNGKey(10_000 + iteration if base_seed is None else base_seed)
+    seeds = jnp.asarray([run["seed"] for run in runs])
+    return jax.vmap(lambda seed: jax.random.fold_in(base, seed))(seeds)
 
 
 def all_finite(tree: Any) -> jax.Array:

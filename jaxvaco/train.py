@@ -402,25 +402,37 @@ def evaluate(setup: Setup, eval_env: VecEnv, state: TrainState, key: jax.Array,
     """Return of the first episode in each of `eval.num_episodes` parallel envs.
 
     `greedy` may be traced: one compiled program serves both modes (the same keys)."""
-    config, network = setup.config, setup.network
+    return evaluate_episodes(setup.config, setup.network, eval_env, state.params,
+                             state.obs_stats, key, greedy)[0]
+
+
+def evaluate_episodes(config: TrainConfig, network: ActorCritic, eval_env: VecEnv, params: Any,
+                      obs_stats: RunningMeanStd, key: jax.Array, greedy: bool | jax.Array,
+                      record: Callable[[VecEnvState, Any], Any] | None = None
+                      ) -> tuple[jax.Array, Any]:
+    """`evaluate` for any parameters: the return of the first episode in each of
+    `eval_env.num_envs` parallel envs, and `record(env_state, step_result)` of every step
+    (stacked; None without `record`), e.g. env 0's states to render the episode
+    (`jaxvaco.policy.record_episode`). The env state is the one the step acted on."""
     k_reset, k_run = jax.random.split(key)
     obs, env_state = eval_env.reset(k_reset)
 
     def step(carry, step_key):
         obs, env_state, returns, finished = carry
         k_act, k_env = jax.random.split(step_key)
-        pi, _ = network.apply(state.params, maybe_normalize(config, state.obs_stats, obs))
+        pi, _ = network.apply(params, maybe_normalize(config, obs_stats, obs))
         action = jnp.where(greedy, greedy_action(pi), pi.sample(seed=k_act))
-        env_state, out = eval_env.step(k_env, env_state, action)
+        next_state, out = eval_env.step(k_env, env_state, action)
         returns = returns + jnp.where(finished, 0.0, out.reward)
         finished = finished | out.terminated | out.truncated
-        return (out.obs, env_state, returns, finished), None
+        kept = None if record is None else record(env_state, out)
+        return (out.obs, next_state, returns, finished), kept
 
-    zeros = jnp.zeros(config.eval.num_episodes)
+    zeros = jnp.zeros(eval_env.num_envs)
     carry = (obs, env_state, zeros, zeros.astype(bool))
     keys = jax.random.split(k_run, eval_env.spec.max_episode_steps)
-    (_, _, returns, _), _ = jax.lax.scan(step, carry, keys)
-    return returns
+    (_, _, returns, _), recorded = jax.lax.scan(step, carry, keys)
+    return returns, recorded
 
 
 def make_train(config: TrainConfig) -> Trainer:

@@ -12,6 +12,8 @@ import difflib
 from jaxvaco.envs.base import EnvSpec, StepResult, VecEnv, VecEnvState
 from jaxvaco.envs.brax_env import (
     BRAX_ENV_NAMES,
+    BRAX_ONLY_BACKENDS,
+    BRAX_SHAPES,
     DEFAULT_BRAX_BACKEND,
     BraxVecEnv,
     brax_spec,
@@ -25,6 +27,7 @@ __all__ = [
     "VecEnv",
     "VecEnvState",
     "available_envs",
+    "env_catalog",
     "env_spec",
     "make_env",
 ]
@@ -91,3 +94,50 @@ def make_env(name: str, num_envs: int, brax_backend: str = DEFAULT_BRAX_BACKEND)
 
         return GymnaxVecEnv(canonical, num_envs)
     return BraxVecEnv(canonical, num_envs, backend=brax_backend)
+
+
+CLASSIC_CONTROL = ("CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0",
+                   "MountainCarContinuous-v0")
+NOT_SPECCED = {"MNISTBandit-bsuite": "downloads MNIST when made"}
+"""gymnax envs whose spec is not computed when listing (what making them would do)."""
+
+
+def gymnax_family(name: str) -> str:
+    """"classic control", "MinAtar", "bsuite" or "misc" for a gymnax id."""
+    if name in CLASSIC_CONTROL:
+        return "classic control"
+    for suffix in ("MinAtar", "bsuite", "misc"):
+        if name.endswith(f"-{suffix}"):
+            return suffix
+    return "other"
+
+
+def env_catalog() -> list[dict]:
+    """Every environment name with its family (gymnax classic control, MinAtar, bsuite,
+    misc; Brax), observation shape and action space (discrete with n actions, or
+    continuous of a dimension), for `jaxvaco envs`. gymnax shapes come from `env_spec`
+    (shape inference only); Brax's from the static `BRAX_SHAPES` (building a Brax env
+    takes about a second). An env whose spec cannot be had says why in "note"."""
+    rows = []
+    for name in _gymnax_envs():
+        row = {"family": f"gymnax {gymnax_family(name)}", "name": name, "obs_shape": None,
+               "discrete": None, "num_actions": None, "note": NOT_SPECCED.get(name, "")}
+        if not row["note"]:
+            try:
+                spec = env_spec(name)
+            except Exception as error:  # noqa: BLE001 - an env gymnax cannot make here
+                row["note"] = f"cannot be made here ({type(error).__name__})"
+            else:
+                row.update(obs_shape=spec.obs_shape, discrete=spec.discrete,
+                           num_actions=spec.num_actions)
+        rows.append(row)
+    order = {family: i for i, family in enumerate(
+        ("gymnax classic control", "gymnax MinAtar", "gymnax bsuite", "gymnax misc"))}
+    rows.sort(key=lambda row: order.get(row["family"], len(order)))
+    for name in BRAX_ENV_NAMES:
+        obs_size, action_dim = BRAX_SHAPES[name]
+        only = BRAX_ONLY_BACKENDS.get(name)
+        rows.append({"family": "Brax", "name": name, "obs_shape": (obs_size,),
+                     "discrete": False, "num_actions": action_dim,
+                     "note": f"--brax-backend {only} only" if only else ""})
+    return rows

@@ -50,6 +50,26 @@ BRAX_ENV_NAMES = (
 )
 """Names registered in ``brax.envs`` (kept static so listing names does not import brax)."""
 
+BRAX_SHAPES = {
+    "ant": (27, 8),
+    "fast": (2, 1),
+    "halfcheetah": (17, 6),
+    "hopper": (11, 3),
+    "humanoid": (244, 17),
+    "humanoidstandup": (244, 17),
+    "inverted_pendulum": (4, 1),
+    "inverted_double_pendulum": (8, 1),
+    "pusher": (23, 7),
+    "reacher": (11, 2),
+    "swimmer": (8, 2),
+    "walker2d": (17, 6),
+}
+"""(observation size, action dimension) of each Brax env, kept static for `jaxvaco envs`:
+`brax_spec` builds the env (about 10 s for all of them); tests/test_policy.py checks the
+table against it."""
+BRAX_ONLY_BACKENDS = {"swimmer": "generalized"}
+"""Brax envs that accept a single backend (not the default)."""
+
 BRAX_BACKENDS = ("generalized", "positional", "spring", "mjx")
 DEFAULT_BRAX_BACKEND = "spring"
 DEFAULT_MAX_EPISODE_STEPS = 1000
