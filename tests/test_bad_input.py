@@ -11,7 +11,6 @@ non-finite values) run in-process (`main(argv)`), as does the finished run the r
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import io
 import json
@@ -34,6 +33,7 @@ from jaxvaco import runner, sweep
 from jaxvaco.cli import main, resume_defaults
 from jaxvaco.config import ConfigError, LagConfig, TrainConfig
 from jaxvaco.run_dir import RunAlreadyComplete, RunControl, checkpoint_steps
+from tests.processes import CRASHES, Outcome, process, start
 
 TINY = ["--num-envs", "8", "--num-steps", "16", "--total-timesteps", "512",
         "--num-minibatches", "2", "--update-epochs", "1", "--hidden-sizes", "8", "8",
@@ -44,32 +44,6 @@ TINY = ["--num-envs", "8", "--num-steps", "16", "--total-timesteps", "512",
 @pytest.fixture(scope="module", autouse=True)
 def _fast(fast_compile):
     yield
-
-
-@dataclasses.dataclass
-class Outcome:
-    status: int
-    out: str
-    err: str
-
-
-CHILD_ENV = {"JAX_PLATFORMS": "cpu", "JAX_DISABLE_MOST_OPTIMIZATIONS": "1"}
-"""The processes compile as the in-process tests do (see conftest's fast_compile) and share
-the test session's compilation cache ($JAXVACO_CACHE_DIR, set by conftest)."""
-
-
-def start(argv: list[str], env: dict | None = None) -> subprocess.Popen:
-    """`jaxvaco ARGV` as a process."""
-    return subprocess.Popen([sys.executable, "-m", "jaxvaco", *argv],
-                            env={**os.environ, **CHILD_ENV, **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def process(argv: list[str], env: dict | None = None) -> Outcome:
-    """`jaxvaco ARGV` as a process: its exit status, stdout and stderr."""
-    child = start(argv, env)
-    out, err = child.communicate(timeout=300)
-    return Outcome(child.returncode, out, err)
 
 
 def cli(argv: list[str]) -> Outcome:
@@ -87,9 +61,6 @@ def snapshot(directory: Path) -> dict[str, bytes]:
     """Every file under directory (relative path -> bytes)."""
     return {str(p.relative_to(directory)): p.read_bytes()
             for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
-CRASHES = ("Traceback", "FATAL", "Segmentation fault", "Aborted", "core dumped")
 
 
 def assert_one_line(outcome: Outcome, status: int, *needles: str) -> str:

@@ -8,9 +8,7 @@ the same program on the same keys and must give the run's recorded returns bit f
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -37,33 +35,20 @@ from jaxvaco.policy import (
     parse_run,
     select_run,
 )
+from tests.processes import CRASHES, Outcome, process
 
 TINY = ["--num-envs", "8", "--num-steps", "16", "--total-timesteps", "512",
         "--num-minibatches", "2", "--update-epochs", "1", "--hidden-sizes", "8", "8",
         "--no-progress"]
 """4 iterations of one chunk each."""
 EPISODES = 4
-CHILD_ENV = {"JAX_PLATFORMS": "cpu", "JAX_DISABLE_MOST_OPTIMIZATIONS": "1"}
-CRASHES = ("Traceback", "FATAL", "Segmentation fault", "Aborted", "core dumped")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _fast(fast_compile):
     yield
 
 
-@dataclasses.dataclass
-class Outcome:
-    status: int
-    out: str
-    err: str
-
-
 def jaxvaco_process(*argv: str) -> Outcome:
-    """`jaxvaco ARGV` as a process."""
-    child = subprocess.run([sys.executable, "-m", "jaxvaco", *argv], capture_output=True,
-                           text=True, timeout=300, env={**os.environ, **CHILD_ENV})
-    return Outcome(child.returncode, child.stdout, child.stderr)
+    return process(list(argv))
 
 
 def assert_refused(outcome: Outcome, *needles: str) -> str:
