@@ -164,13 +164,10 @@ def train_command(argv: list[str]) -> int:
         default = resume_defaults(Path(resume)) if resume else TrainArgs()
     except ConfigError as error:
         return report_failure(error, "")
-    try:
-        args = parse_args(TrainArgs, argv, default=default, prog="jaxvaco train",
-                          description="Train an agent; all seeds run in one compiled program. "
-                                      f"Compilation cache: {describe_default()} "
-                                      "(--compilation-cache DIR|off, $JAXVACO_CACHE_DIR).")
-    except UsageError as error:
-        return report_failure(error, "")
+    args = parse_args(TrainArgs, argv, default=default, prog="jaxvaco train",
+                      description="Train an agent; all seeds run in one compiled program. "
+                                  f"Compilation cache: {describe_default()} "
+                                  "(--compilation-cache DIR|off, $JAXVACO_CACHE_DIR).")
     if args.resume_with_changes and not args.resume:
         return report_failure(ConfigError("--resume-with-changes needs --resume DIR (the run "
                                           "to continue)."), "invalid configuration: ")
@@ -217,12 +214,9 @@ def sweep_command(argv: list[str]) -> int:
         default = SweepArgs(sweep=load_sweep_file(Path(path))) if path else SweepArgs()
     except ConfigError as error:
         return report_failure(error, "")
-    try:
-        args = parse_args(SweepArgs, rest, default=default, prog="jaxvaco sweep [FILE.toml]",
-                          description="Run a grid of envs × algos × lags × seeds; FILE.toml "
-                                      "gives the defaults, flags override them.")
-    except UsageError as error:
-        return report_failure(error, "")
+    args = parse_args(SweepArgs, rest, default=default, prog="jaxvaco sweep [FILE.toml]",
+                      description="Run a grid of envs × algos × lags × seeds; FILE.toml "
+                                  "gives the defaults, flags override them.")
     try:
         spec = validate_sweep(args.sweep)
         warn(long_lags(spec) + unlike_comparisons(spec))
@@ -279,12 +273,9 @@ class PlotArgs:
 def plot_command(argv: list[str]) -> int:
     from jaxvaco.results import load_results, plot_results
 
-    try:
-        args = parse_args(PlotArgs, argv, prog="jaxvaco plot",
-                          description="Print a sweep's (or a run's) results table and plot "
-                                      "it as PNG and PDF.")
-    except UsageError as error:
-        return report_failure(error, "")
+    args = parse_args(PlotArgs, argv, prog="jaxvaco plot",
+                      description="Print a sweep's (or a run's) results table and plot "
+                                  "it as PNG and PDF.")
     try:
         table = load_results(args.directory)
         print_table(table, args.directory)
@@ -322,12 +313,9 @@ class EvalArgs:
 
 
 def eval_command(argv: list[str]) -> int:
-    try:
-        args = parse_args(EvalArgs, argv, prog="jaxvaco eval",
-                          description="Evaluate a trained policy in fresh environments; "
-                                      "writes RUN/eval.json.")
-    except UsageError as error:
-        return report_failure(error, "")
+    args = parse_args(EvalArgs, argv, prog="jaxvaco eval",
+                      description="Evaluate a trained policy in fresh environments; "
+                                  "writes RUN/eval.json.")
     try:
         return evaluate(args)
     except (ConfigError, OSError) as error:
@@ -487,12 +475,9 @@ class ExportArgs:
 def export_command(argv: list[str]) -> int:
     from jaxvaco.policy import export_policy, load_policy, parse_run
 
-    try:
-        args = parse_args(ExportArgs, argv, prog="jaxvaco export",
-                          description="Write one run's policy (params.msgpack and "
-                                      "manifest.json) for jaxvaco.load_policy(DIR).")
-    except UsageError as error:
-        return report_failure(error, "")
+    args = parse_args(ExportArgs, argv, prog="jaxvaco export",
+                      description="Write one run's policy (params.msgpack and "
+                                  "manifest.json) for jaxvaco.load_policy(DIR).")
     try:
         policy = load_policy(args.run_dir, parse_run(args.run), args.checkpoint)
         out = export_policy(policy, args.out)
@@ -515,12 +500,9 @@ def envs_command(argv: list[str]) -> int:
 
     from jaxvaco.envs import env_catalog
 
-    try:
-        parse_args(EnvsArgs, argv, prog="jaxvaco envs",
-                   description="List the environments by family with their action and "
-                               "observation shapes.")
-    except UsageError as error:
-        return report_failure(error, "")
+    parse_args(EnvsArgs, argv, prog="jaxvaco envs",
+               description="List the environments by family with their action and "
+                           "observation shapes.")
     table = Table(title="Environments (--env NAME)")
     for name in ("family", "env", "actions", "observation", "note"):
         table.add_column(name)
@@ -564,7 +546,10 @@ def main(argv: list[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"jaxvaco: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2
-    return COMMANDS[command](rest)
+    try:
+        return COMMANDS[command](rest)
+    except UsageError as error:  # any command's parse error (`parse_args`): one line, exit 2
+        return report_failure(error, "")
 
 
 if __name__ == "__main__":
