@@ -115,20 +115,10 @@ def robustness_results(final: list[dict], lags: tuple[int, ...] = LAGS[1:]
     cells = learner_cells(final)
     columns = {c: np.asarray([r[c] for r in final if r["cell"] in cells])
                for c in ("env", "cell", "K", "seed", *KINDS)}
-    common = dict(method_key="cell", lag_key="K")
-    out = {}
-    for k in lags:
-        for cell in cells:
-            for baseline in (None,) if cell == BASELINE_CELL else (None, BASELINE_CELL):
-                rows = (np.isin(columns["cell"], [cell, baseline or cell])
-                        & np.isin(columns["K"], [0, k]))
-                subset = {c: v[rows] for c, v in columns.items()}
-                for kind in KINDS:
-                    out[cell, baseline, kind, k] = (
-                        robustness.retention(subset, cell, k, return_key=kind, **common)
-                        if baseline is None else robustness.difference_in_differences(
-                            subset, cell, baseline, k, return_key=kind, **common))
-    return out
+    pairs = [(cell, baseline) for cell in cells
+             for baseline in ((None,) if cell == BASELINE_CELL else (None, BASELINE_CELL))]
+    return robustness.paired_effects(columns, pairs, lags, KINDS, method_key="cell",
+                                     lag_key="K")
 
 
 def robustness_rows(results: dict, digits: int = 3) -> list[list[str]]:

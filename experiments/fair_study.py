@@ -272,19 +272,8 @@ def robustness_results(final: list[dict], envs: Sequence[str],
     pairs = [(v, None) for v in present] + [
         (v, b) for i, v in enumerate(present) for b in baselines
         if b in present and b != v and not (b in present[:i] and v in baselines)]
-    common = dict(method_key="variant", lag_key="K", step_key="step")
-    out = {}
-    for k in lags:
-        for variant, baseline in pairs:
-            rows = (np.isin(columns["variant"], [variant, baseline or variant])
-                    & np.isin(columns["K"], [0, k]))  # only the cells compared: faster
-            cells = {c: v[rows] for c, v in columns.items()}
-            for kind in KINDS:
-                out[variant, baseline, kind, k] = (
-                    robustness.retention(cells, variant, k, return_key=kind, **common)
-                    if baseline is None else robustness.difference_in_differences(
-                        cells, variant, baseline, k, return_key=kind, **common))
-    return out
+    return robustness.paired_effects(columns, pairs, lags, KINDS, method_key="variant",
+                                     lag_key="K", step_key="step")
 
 
 def pooled_mean(final: list[dict], variant: str, k: int, envs: Sequence[str],

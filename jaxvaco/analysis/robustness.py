@@ -314,3 +314,34 @@ def difference_in_differences(
                           method_key=method_key, lag_key=lag_key, return_key=return_key,
                           env_key=env_key, seed_key=seed_key, step_key=step_key, reps=reps,
                           confidence=confidence, seed=seed)
+
+
+def paired_effects(
+    columns: Mapping[str, np.ndarray],
+    pairs: Sequence[tuple[Any, Any]],
+    lags: Sequence[Any],
+    return_keys: Sequence[str],
+    *,
+    method_key: str = ALGO,
+    lag_key: str = LAG,
+    **options: Any,
+) -> dict[tuple, RobustnessResult]:
+    """Many estimates over one table of columns: for every K in ``lags``, every ``(method,
+    baseline)`` in ``pairs`` and every return column in ``return_keys``,
+    ``(method, baseline, return_key, K)`` -> :func:`retention` of ``method`` (``baseline``
+    None) or :func:`difference_in_differences` ``method − baseline``. Each is computed on the
+    rows of its methods at K and at 0 only; ``options`` go to both (``step_key``, ``reps``,
+    ...)."""
+    out = {}
+    for k in lags:
+        for method, baseline in pairs:
+            rows = (np.isin(columns[method_key], [method, baseline or method])
+                    & np.isin(columns[lag_key], [0, k]))
+            subset = {c: v[rows] for c, v in columns.items()}
+            for key in return_keys:
+                common = dict(method_key=method_key, lag_key=lag_key, return_key=key,
+                              **options)
+                out[method, baseline, key, k] = (
+                    retention(subset, method, k, **common) if baseline is None
+                    else difference_in_differences(subset, method, baseline, k, **common))
+    return out
