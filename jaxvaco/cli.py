@@ -203,6 +203,7 @@ def sweep_command(argv: list[str]) -> int:
     from jaxvaco.sweep import (
         load_sweep_file,
         long_lags,
+        plan_sweep,
         run_sweep,
         unlike_comparisons,
         validate_sweep,
@@ -219,8 +220,9 @@ def sweep_command(argv: list[str]) -> int:
                                   "gives the defaults, flags override them.")
     try:
         spec = validate_sweep(args.sweep)
-        warn(long_lags(spec) + unlike_comparisons(spec))
-        result = run_sweep(args.sweep, args.control)
+        plan = plan_sweep(spec)  # every cell validated once, before anything is made
+        warn(long_lags(spec, plan) + unlike_comparisons(spec, plan))
+        result = run_sweep(spec, args.control, plan=plan)
     except (ConfigError, RunWriteError, OSError) as error:
         return report_failure(error, "invalid sweep: ")
     if result.stop_signal:

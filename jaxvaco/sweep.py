@@ -253,9 +253,14 @@ def _check_options(spec: SweepConfig, options: Any, where: str, forbidden: Seque
     with_options(spec.base, options, where)
 
 
-def long_lags(spec: SweepConfig) -> list[str]:
-    """A warning when some K are so long that those actors act with θ_0 throughout."""
-    lengths = {config.num_iterations for _, config, _ in plan_sweep(spec)}
+Plan = list[tuple[Cell, TrainConfig, dict[str, tuple] | None]]
+"""Every cell of a sweep with its validated configuration and grid (`plan_sweep`)."""
+
+
+def long_lags(spec: SweepConfig, plan: Plan | None = None) -> list[str]:
+    """A warning when some K are so long that those actors act with θ_0 throughout
+    (`plan`: the sweep's `plan_sweep`, made here when not given)."""
+    lengths = {config.num_iterations for _, config, _ in plan or plan_sweep(spec)}
     n = min(lengths)
     too_long = [k for k in spec.lag_delays if lag_reaches_end(k, n)]
     if not too_long:
@@ -272,12 +277,13 @@ def critic_of(config: TrainConfig) -> str:
     return "learner" if config.algo == "impala" else getattr(config, config.algo).critic
 
 
-def unlike_comparisons(spec: SweepConfig) -> list[str]:
+def unlike_comparisons(spec: SweepConfig, plan: Plan | None = None) -> list[str]:
     """Warnings for a comparison of unlike variants: some use the recorded (behaviour)
     critic and others the learner's, or some run their algorithm's tuned values
-    (`jaxvaco.config.TUNED`) and others not. One line each, naming the variants."""
+    (`jaxvaco.config.TUNED`) and others not. One line each, naming the variants (`plan`:
+    the sweep's `plan_sweep`, made here when not given)."""
     configs: dict[str, TrainConfig] = {}
-    for cell, config, _ in plan_sweep(spec):
+    for cell, config, _ in plan or plan_sweep(spec):
         configs.setdefault(cell.label, config)
     out = []
     critics = {label: critic_of(config) for label, config in configs.items()}
@@ -334,8 +340,7 @@ def cell_setup(spec: SweepConfig, cell: Cell, directory: Path
     return config, grid or None
 
 
-def plan_sweep(spec: SweepConfig, only: Sequence[Cell] | None = None
-               ) -> list[tuple[Cell, TrainConfig, dict[str, tuple] | None]]:
+def plan_sweep(spec: SweepConfig, only: Sequence[Cell] | None = None) -> Plan:
     """Every cell (of `only`, when given) with its validated configuration and grid: all
     are checked before any folder is made or anything compiled."""
     directory = Path(spec.results_dir) / spec.name
@@ -358,14 +363,15 @@ def check_unchanged(cell_dir: Path, config: TrainConfig) -> None:
 
 
 def run_sweep(spec: SweepConfig, control: RunControl | None = None,
-              only: Sequence[Cell] | None = None) -> SweepResult:
+              only: Sequence[Cell] | None = None, plan: Plan | None = None) -> SweepResult:
     """Run every cell not yet complete (of `only`, when given, a subset of `cells(spec)`);
-    rewrite results.csv after each."""
+    rewrite results.csv after each. `plan`: `plan_sweep(spec, only)` when the caller has
+    made it already (validating every cell builds every environment once more)."""
     from jaxvaco.runner import NonFiniteError
 
     validate_sweep(spec)
     directory = Path(spec.results_dir) / spec.name
-    plan = plan_sweep(spec, only)
+    plan = plan or plan_sweep(spec, only)
     directory.mkdir(parents=True, exist_ok=True)
     write_json(directory / "sweep.json", dataclasses.asdict(spec))
     result = SweepResult(directory, [], [], {})

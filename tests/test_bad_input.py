@@ -373,7 +373,7 @@ def test_ineffective_options_warn_once(tmp_path, monkeypatch, argv, warning):
 
 def test_sweep_lag_longer_than_the_run_warns(tmp_path, monkeypatch):
     monkeypatch.setattr(sweep, "run_sweep",
-                        lambda spec, control: sweep.SweepResult(tmp_path, [], [], {}))
+                        lambda spec, control, plan=None: sweep.SweepResult(tmp_path, [], [], {}))
     (tmp_path / "sweep.toml").write_text("lag_delays = [0, 8]\n" + SWEEP_BASE)
     outcome = cli(["sweep", str(tmp_path / "sweep.toml")])
     lines = outcome.err.splitlines()
