@@ -8,6 +8,7 @@ imported only when one of its environments (or the list of names) is requested.
 from __future__ import annotations
 
 import difflib
+import functools
 
 from jaxvaco.envs.base import EnvSpec, StepResult, VecEnv, VecEnvState
 from jaxvaco.envs.brax_env import (
@@ -73,8 +74,11 @@ def _resolve(name: str) -> tuple[str, str]:
     raise _unknown(name)
 
 
+@functools.cache
 def env_spec(name: str, brax_backend: str = DEFAULT_BRAX_BACKEND) -> EnvSpec:
-    """Static spec of environment ``name`` (shape inference only; no batch is built)."""
+    """Static spec of environment ``name`` (shape inference only; no batch is built).
+    Cached: a spec is a frozen value, and validation asks for it many times per run (each
+    grid value, the memory estimate), which built a Brax environment each time."""
     family, canonical = _resolve(name)
     if family == "gymnax":
         from jaxvaco.envs.gymnax_env import gymnax_spec
