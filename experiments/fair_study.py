@@ -46,7 +46,7 @@ import numpy as np
 from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
 from experiments.render_readme import table
 from jaxvaco.analysis import lag_plots, plots, robustness, stats
-from jaxvaco.analysis.tables import format_estimate
+from jaxvaco.analysis.tables import format_estimate, format_number
 from jaxvaco.results import last_evaluated, read_rows, write_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "fair_study"
@@ -310,8 +310,7 @@ def retention_rows(final: list[dict], envs: Sequence[str], results: dict,
             for k in (0, last):
                 iqm = pooled_iqm(final, variant, k, envs, kind)
                 levels += [format_estimate(pooled_mean(final, variant, k, envs, kind), digits),
-                           "—" if iqm is None else format_estimate((iqm,) * 3, digits)
-                           .split(" [")[0]]
+                           format_number(iqm, digits)]
             rows.append([SHORT.get(variant, variant), kind, *levels,
                          *(results[variant, None, kind, k].format(digits=digits)
                            for k in lags)])

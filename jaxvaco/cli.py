@@ -399,7 +399,7 @@ def eval_report(source: Any, step: int | None, episodes: int, greedy: bool,
 def print_eval_table(source: Any, report: dict) -> None:
     from rich.table import Table
 
-    from jaxvaco.analysis.tables import format_estimate
+    from jaxvaco.analysis.tables import format_estimate, format_number
 
     config = source.config
     at = ("" if report["checkpoint"] is None
@@ -413,15 +413,14 @@ def print_eval_table(source: Any, report: dict) -> None:
     for name in ["return: mean [95% CI]", "min", "max",
                  *(["recorded", "same"] if recorded else [])]:
         table.add_column(name, justify="right")
-    number = lambda x: "—" if x is None else format_estimate((x, x, x)).split(" [")[0]  # noqa: E731
     for row in report["runs"]:
         values = row["returns"]
         cells = [str(row["run"]), *(str(row["labels"].get(k, "")) for k in labels),
-                 format_estimate((row["mean"], *row["ci95"])), number(min(values)),
-                 number(max(values))]
+                 format_estimate((row["mean"], *row["ci95"])), format_number(min(values)),
+                 format_number(max(values))]
         if recorded:
             same = row["recorded"] is not None and row["recorded"] == row["mean"]
-            cells += [number(row["recorded"]), "yes" if same else "no"]
+            cells += [format_number(row["recorded"]), "yes" if same else "no"]
         table.add_row(*cells)
     console = wide_console(table)
     console.print(table)

@@ -255,7 +255,10 @@ class Estimate(NamedTuple):
     n: int
 
 
-def _number(x: float, digits: int) -> str:
+def format_number(x: float | None, digits: int = 1) -> str:
+    """``x`` with ``digits`` decimals, a typographic minus and no "−0.0"; ``"—"`` for None."""
+    if x is None:
+        return "\u2014"
     s = f"{x:.{digits}f}"
     if float(s) == 0.0:  # no "-0.0"
         s = s.lstrip("-")
@@ -268,7 +271,8 @@ def format_estimate(estimate: Sequence[float] | None, digits: int = 1) -> str:
     if estimate is None:
         return "\u2014"
     mean, low, high = estimate[:3]
-    return f"{_number(mean, digits)} [{_number(low, digits)}, {_number(high, digits)}]"
+    return (f"{format_number(mean, digits)} [{format_number(low, digits)}, "
+            f"{format_number(high, digits)}]")
 
 
 def _estimates(finals: Columns, metric: str, keys: Sequence[str]) -> dict[tuple, Estimate]:
