@@ -476,8 +476,10 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
                 sinks.write(new_rows, info)
                 rows.extend(new_rows)
                 progress.update(new_rows, info)
-                if stop.signal or session.checkpoint_due(loop):
+                if session.checkpoint_due(loop):
                     session.save(state, loop)
+            if stop.signal:  # also when it arrived after the last chunk's checkpoint check
+                session.save(state, loop)
     except OSError as error:  # a full disk or lost permissions while writing results
         steps = store.steps() if store is not None else []
         raise write_failure(f"{getattr(error, 'filename', None) or 'the results'}", error,

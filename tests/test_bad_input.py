@@ -530,6 +530,21 @@ def test_a_signal_while_training_saves_a_checkpoint_and_the_run_continues(tmp_pa
     assert [row["iteration"] for row in rows] == list(range(1, 321))
 
 
+def test_a_signal_just_after_the_checkpoint_check_still_saves(tmp_path, monkeypatch):
+    """The signal arrives after a chunk's "is a checkpoint due?" check said no: the loop
+    stops, and the checkpoint the stop message names must still be written (it was not:
+    the loop ended between the check and the save)."""
+    def signal_then_not_due(session, loop):
+        os.kill(os.getpid(), signal.SIGINT)  # StopSignals' handler sets the flag
+        return False
+
+    monkeypatch.setattr(runner.Session, "checkpoint_due", signal_then_not_due)
+    outcome = cli(["train", *TINY, "--results-dir", str(tmp_path), "--run-name", "r",
+                   "--chunk-iterations", "1"])
+    assert_one_line(outcome, 130, "stopped by SIGINT at a chunk boundary")
+    assert checkpoint_steps(tmp_path / "r") == [1]
+
+
 # ------------------------------------------------------------------ the program cache
 
 
