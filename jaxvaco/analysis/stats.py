@@ -268,6 +268,12 @@ REFERENCE_SCORES: dict[str, tuple[float, float]] = {
     "hopper": (124.8, 3000.0),  # random s.e. 3.1 (spring backend)
     "inverted_double_pendulum": (252.1, 9350.0),  # random s.e. 1.4; ref ≈ the 1000-step cap
     "reacher": (-833.8, -5.0),  # random s.e. 3.3; the control cost dominates random play
+    # The second held-out pool (issue 31), declared on 2026-12-06 before any agent ran on
+    # them; measured and scaled as above (random: 64 envs, 512+ episodes).
+    "Seaquest-MinAtar": (0.10, 50.0),  # random s.e. < 0.01
+    "ant": (-258.3, 6000.0),  # random s.e. 4.9 (spring backend)
+    "walker2d": (232.3, 5000.0),  # random s.e. 3.4 (spring backend)
+    "halfcheetah": (-66.1, 6000.0),  # random s.e. 4.1 (spring backend)
 }
 
 
