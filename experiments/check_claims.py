@@ -5,16 +5,17 @@
     python -m experiments.check_claims --max-minutes 10  # skip claims estimated above 10 min
     python -m experiments.check_claims --only default-16-seeds throughput-ref
     python -m experiments.check_claims --only default-16-seeds --record   # re-record
-    python -m experiments.check_claims --only startup --record --render   # and the README
+    python -m experiments.check_claims --only startup --record --render   # and the tables
 
 Prints one line per claim (claim, recorded, now, verdict), writes the same table to
 experiments/results/check_claims.md (check_claims_fast.md with --fast; --out to change)
-and exits with 1 when a claim failed, or when the README's generated tables are not what
-the recorded claims give (`python -m experiments.render_readme` rewrites them).
+and exits with 1 when a claim failed, or when the generated tables (README.md and docs/) are
+not what the recorded claims give (`python -m experiments.render_readme` rewrites them).
 
 With --record, each claim that was measured becomes the recorded value, with the current
 commit (marked "+dirty" when the working tree has uncommitted changes) and date; with
---render too, the README's generated tables are then rewritten from the new record.
+--render too, the generated tables (README.md and docs/) are then rewritten from the new
+record.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", action="store_true",
                         help="store what was measured as the recorded values")
     parser.add_argument("--render", action="store_true",
-                        help="then rewrite the README's generated tables from the record")
+                        help="then rewrite the generated tables (README, docs/) from the record")
     parser.add_argument("--out", type=Path, help="where the markdown output goes")
     args = parser.parse_args(argv)
 
@@ -128,8 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     if measured:  # merged into the file as it is now (another check may have recorded too)
         registry.save_record({**registry.load_record(), **measured})
     if args.render:
-        text, _ = render_readme.render(render_readme.README.read_text(), registry.load_record())
-        render_readme.README.write_text(text)
+        render_readme.render_all(registry.load_record())
     problems = render_readme.out_of_sync(registry.load_record())
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     sync = "in sync with claims.json" if not problems else \

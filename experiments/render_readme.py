@@ -1,11 +1,13 @@
-"""Write the README's result tables from the recorded claims (experiments/results/claims.json).
+"""Write the result tables of README.md and of the documentation (docs/**/*.md) from the
+recorded claims (experiments/results/claims.json).
 
-Each generated table sits between `<!-- claims:BLOCK -->` and `<!-- /claims:BLOCK -->`;
+Each generated table sits between `<!-- claims:BLOCK -->` and `<!-- /claims:BLOCK -->`, in
+whichever of those files holds the markers (a block may move between files with its text);
 everything outside the markers is hand-written prose. Edit claims.json (through
 `python -m experiments.check_claims --record`), never the tables.
 
-    python -m experiments.render_readme           # rewrite the blocks in README.md
-    python -m experiments.render_readme --check   # exit 1 if README.md is out of date
+    python -m experiments.render_readme           # rewrite the blocks wherever they are
+    python -m experiments.render_readme --check   # exit 1 if a block is out of date or missing
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ import numpy as np
 from experiments.claims import LLM_LAG, LLM_LAG_DELTA, REPO, SOLVED, load_record
 
 README = REPO / "README.md"
+
+
+def documents() -> list[Path]:
+    """The files that may hold generated blocks: README.md and every page under docs/."""
+    return [README, *sorted((REPO / "docs").rglob("*.md"))]
 
 
 def table(rows: list[list[str]]) -> str:
@@ -352,7 +359,8 @@ def pattern(block: str) -> re.Pattern:
 
 
 def render(text: str, record: dict) -> tuple[str, list[str]]:
-    """The README with every block rewritten; and the blocks whose markers are missing."""
+    """`text` (a README or docs page) with every block it holds rewritten; and the blocks
+    whose markers it does not hold."""
     missing = []
     for block, fn in BLOCKS.items():
         pat = pattern(block)
@@ -364,37 +372,53 @@ def render(text: str, record: dict) -> tuple[str, list[str]]:
     return text, missing
 
 
-def out_of_sync(record: dict, path: Path = README) -> list[str]:
-    """Blocks of the README that differ from what the record gives (or have no markers)."""
-    text = path.read_text()
+def out_of_sync(record: dict, paths: list[Path] | None = None) -> list[str]:
+    """Blocks that differ from what the record gives, named with their file when it is not
+    README.md, and blocks whose markers are in none of `paths` (default: `documents()`)."""
+    texts = {path: path.read_text() for path in (documents() if paths is None else paths)}
     problems = []
     for block, fn in BLOCKS.items():
-        match = pattern(block).search(text)
-        if match is None:
+        found = False
+        for path, text in texts.items():
+            for match in pattern(block).finditer(text):
+                found = True
+                shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+                where = "" if path == README else f" in {shown}"
+                try:
+                    if match.group(2) != fn(record):
+                        problems.append(block + where)
+                except KeyError as error:
+                    problems.append(f"{block}{where} (no record for {error})")
+        if not found:
             problems.append(f"{block} (no markers)")
-        else:
-            try:
-                if match.group(2) != fn(record):
-                    problems.append(block)
-            except KeyError as error:
-                problems.append(f"{block} (no record for {error})")
     return problems
+
+
+def render_all(record: dict, paths: list[Path] | None = None) -> list[str]:
+    """Rewrite the blocks in every file that holds them; the blocks found in none."""
+    seen = set()
+    for path in documents() if paths is None else paths:
+        text = path.read_text()
+        new, missing = render(text, record)
+        seen |= set(BLOCKS) - set(missing)
+        if new != text:
+            path.write_text(new)
+    return [block for block in BLOCKS if block not in seen]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is stale")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a block is stale or lost")
     args = parser.parse_args(argv)
     record = load_record()
     if args.check:
         problems = out_of_sync(record)
-        print("README in sync" if not problems else f"README out of sync: {problems}")
+        print("generated tables in sync" if not problems else
+              f"generated tables out of sync: {problems}")
         return 1 if problems else 0
-    text, missing = render(README.read_text(), record)
-    README.write_text(text)
-    print(f"README.md rendered; blocks without markers: {missing or 'none'}")
+    missing = render_all(record)
+    print(f"README.md and docs/ rendered; blocks without markers: {missing or 'none'}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -255,3 +255,24 @@ def test_a_rerun_is_compared_with_the_data_claims_it_reruns():
     for claim in claims.CLAIMS:
         assert claim.id.endswith("-rerun") == bool(claim.reruns), claim.id
         assert all(claims.BY_ID[i].kind == "data" for i in claim.reruns)
+
+
+def test_blocks_are_rendered_and_checked_in_whichever_file_holds_them(record, tmp_path):
+    """A block moved from the README into a docs page is generated and checked there."""
+    readme, page = tmp_path / "README.md", tmp_path / "page.md"
+    readme.write_text("no blocks here\n")
+    page.write_text("text\n<!-- claims:sync-sweep -->\nold table\n<!-- /claims:sync-sweep -->\n")
+    problems = render_readme.out_of_sync(record, [readme, page])
+    assert f"sync-sweep in {page}" in problems
+    assert "sync-sweep (no markers)" not in problems
+    assert "fair-study (no markers)" in problems
+    missing = render_readme.render_all(record, [readme, page])
+    assert "sync-sweep" not in missing and "fair-study" in missing
+    assert "old table" not in page.read_text()
+    assert not [p for p in render_readme.out_of_sync(record, [readme, page]) if "sync" in p]
+    assert readme.read_text() == "no blocks here\n"
+
+
+def test_generated_blocks_live_in_the_readme_or_the_docs():
+    names = {path.name for path in render_readme.documents()}
+    assert "README.md" in names and "fair-study.md" in names
