@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import csv
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -188,36 +188,40 @@ def _number(text: str) -> Any:
     return text
 
 
-def _typed(name: str, text: str) -> Any:
-    """One cell of a results CSV: text for env, algo and variant, an int for K, seed and
-    step, a number (or text) for a metric, None when empty."""
+def _parser(name: str) -> Callable[[str], Any]:
+    """How a results CSV's column is read: text for env, algo and variant, an int for K,
+    seed and step, a number (or text) for a metric; an empty cell is None."""
     if name in TEXT_COLUMNS:
-        return text
-    if text == "":
-        return None
-    return int(text) if name in INT_COLUMNS else _number(text)
+        return str
+    kind = int if name in INT_COLUMNS else _number
+    return lambda text: kind(text) if text != "" else None
 
 
 def read_results(path: Path) -> list[dict]:
-    """The rows of a results CSV, typed (`_typed`) and under the schema's names
+    """The rows of a results CSV, typed (`_parser`) and under the schema's names
     (`canonical`). ConfigError when a line lacks fields (a cut file) or the file is not a
     results table (it lacks identity columns other than variant)."""
     with open(path, newline="") as file:
-        reader = csv.DictReader(file)
-        header = [RENAMED.get(name, name) for name in reader.fieldnames or []]
-        missing = [n for n in ID_COLUMNS if n not in header and n != "variant"]
+        reader = csv.reader(file)
+        names = [RENAMED.get(name, name) for name in next(reader, [])]
+        missing = [n for n in ID_COLUMNS if n not in names and n != "variant"]
         if missing:
             raise ConfigError(f"{path} is not a results table: it lacks the columns "
                               f"{', '.join(missing)} (docs/results_schema.md).")
+        parsers = [_parser(name) for name in names]
         rows = []
-        for row in reader:
-            if None in row or None in row.values():
+        for values in reader:
+            if not values:  # a blank line
+                continue
+            if len(values) != len(names):
                 raise ConfigError(
                     f"{path} line {reader.line_num} does not have the header's "
-                    f"{len(header)} fields: the file was cut or edited. A sweep rewrites "
+                    f"{len(names)} fields: the file was cut or edited. A sweep rewrites "
                     "its results.csv from its cells when run again.")
-            rows.append(canonical({n: _typed(n, v) for n, v in row.items()}))
-    return rows
+            rows.append({n: parse(v) for n, parse, v in zip(names, parsers, values,
+                                                            strict=True)})
+    legacy = LEGACY_FRACTION in names or "variant" not in names
+    return [canonical(row) for row in rows] if legacy else rows
 
 
 def columns_from_rows(rows: list[dict]) -> dict[str, np.ndarray]:
