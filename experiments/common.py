@@ -2,11 +2,11 @@
 (experiments/sweeps/*.toml, `jaxvaco.sweep`): `experiment_spec` loads it with the
 script's command-line choices (envs, seeds, steps, variants, output folder) and `run_spec`
 runs its cells, each a named variant (or algorithm) on one env with the lag K (and any
-other hyperparameter) vmapped beside the seeds, then appends each finished cell's tidy
-rows to the experiment's results CSV (`jaxvaco.results.write_results`, the one results
-schema of docs/results_schema.md). (env, variant) pairs the CSV
-already holds are not run again, so a killed script resumes where it stopped, and
-committed rows are never rewritten.
+other hyperparameter) vmapped beside the seeds, then appends each finished cell's rows
+to the experiment's results CSV (`jaxvaco.results.write_results`, the one results schema
+of docs/results_schema.md). (env, variant) pairs the CSV already holds are not run again,
+so a killed script resumes where it stopped; the rows already there keep their values (a
+committed CSV written before the schema is rewritten in it once, at its first append).
 
 The sweep lives in ``<out>/runs/<spec name>/`` (ignored by git): a cell interrupted midway
 resumes from its newest checkpoint, and a finished one (DONE) is not trained again. As a
