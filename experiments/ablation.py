@@ -39,7 +39,7 @@ from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_
 from experiments.render_readme import table
 from jaxvaco.analysis import robustness, stats
 from jaxvaco.analysis.tables import format_estimate
-from jaxvaco.results import fraction_columns, last_evaluated, read_rows, write_rows
+from jaxvaco.results import FRACTIONS, last_evaluated, read_results, write_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "ablation"
 SPEC = SWEEPS / "ablation.toml"
@@ -48,16 +48,16 @@ LAGS = (0, 4, 16)
 
 
 def final_table(rows: list[dict]) -> list[dict]:
-    """The last evaluated row of every (env, cell, K, seed): greedy and training return,
-    tv/total and the cell's fraction (`jaxvaco.results.FRACTIONS`; read from the legacy
-    filter/fraction column of an ablation.csv written before the rename)."""
+    """The last evaluated row of every (env, cell, K, seed) of ablation.csv's rows
+    (`read_results`): greedy and training return, tv/total and the cell's fraction
+    (`jaxvaco.results.FRACTIONS`; None for the other algorithms)."""
     def number(value) -> float | None:
-        return None if value in (None, "") else float(value)
+        return None if value is None else float(value)
 
     return [{"env": env, "cell": variant, "K": k, "seed": seed,
-             "greedy": float(r["eval_greedy"]), "training": float(r["return"]),
+             "greedy": float(r["eval/greedy_return"]), "training": float(r["return"]),
              "tv/total": float(r["tv/total"]),
-             **{name: number(v) for name, v in fraction_columns(r).items()}}
+             **{name: number(r.get(name)) for name in FRACTIONS.values()}}
             for (env, variant, k, seed), r in last_evaluated(rows, "variant").items()]
 
 
@@ -177,8 +177,8 @@ def realised_tv(rows: list[dict], column: str = REALISED_TV) -> dict[tuple, floa
     (the rows of ablation.csv)."""
     values: dict[tuple, list[float]] = {}
     for r in rows:
-        if r[column] != "":
-            key = (r["env"], r["variant"], int(r["K"]), int(r["seed"]))
+        if r.get(column) is not None:
+            key = (r["env"], r["variant"], r["K"], r["seed"])
             values.setdefault(key, []).append(float(r[column]))
     return {key: float(np.mean(v)) for key, v in sorted(values.items())}
 
@@ -326,7 +326,7 @@ def main() -> None:
     if not args.plot_only:
         run_spec(experiment_spec(SPEC, args.out, args.envs, args.seeds, args.steps,
                                  args.only or None), csv_path)
-    rows = read_rows(csv_path)
+    rows = read_results(csv_path)
     final = final_table(rows)
     write_rows(args.out / "final.csv", final)
     table = summary_markdown(final)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxvaco.results import read_rows
+from jaxvaco.results import read_results, read_rows
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "experiments" / "results"
@@ -398,7 +398,7 @@ def measure_ablation(ctx: Context, folder: Path | None = None) -> dict:
     from experiments.ablation import LAGS, final_table
 
     folder = folder or RESULTS / "ablation"
-    final = final_table(read_rows(folder / "ablation.csv"))
+    final = final_table(read_results(folder / "ablation.csv"))
     committed = [(r["env"], r["cell"], int(r["K"]), int(r["seed"]), float(r["greedy"]))
                  for r in read_rows(folder / "final.csv")]
     if committed != [(r["env"], r["cell"], r["K"], r["seed"], r["greedy"]) for r in final]:
@@ -436,7 +436,7 @@ def measure_fair_study(ctx: Context, folder: Path | None = None) -> dict:
     from experiments import fair_study
 
     folder = folder or RESULTS / "fair_study"
-    rows = read_rows(folder / "study.csv")
+    rows = read_results(folder / "study.csv")
     final = fair_study.final_table(rows)
     committed = [(r["env"], r["variant"], int(r["K"]), int(r["seed"]), float(r["greedy"]),
                   float(r["training"])) for r in read_rows(folder / "final.csv")]
@@ -474,7 +474,7 @@ def measure_ablation_robustness(ctx: Context, folder: Path | None = None) -> dic
     recomputed from the committed ablation.csv."""
     from experiments import ablation
 
-    final = ablation.final_table(read_rows((folder or RESULTS / "ablation") / "ablation.csv"))
+    final = ablation.final_table(read_results((folder or RESULTS / "ablation") / "ablation.csv"))
     results = ablation.robustness_results(final)
     envs = ", ".join(dict.fromkeys(r["env"] for r in final))
     return {f"Pooled ({envs})": ablation.robustness_rows(results),
@@ -487,7 +487,7 @@ def measure_ablation_matched_tv(ctx: Context, folder: Path | None = None) -> dic
     from the committed ablation.csv."""
     from experiments import ablation
 
-    rows = read_rows((folder or RESULTS / "ablation") / "ablation.csv")
+    rows = read_results((folder or RESULTS / "ablation") / "ablation.csv")
     return ablation.matched_tv_tables(ablation.final_table(rows), ablation.realised_tv(rows))
 
 

@@ -2,10 +2,11 @@
 (experiments/sweeps/*.toml, `jaxvaco.sweep`): `experiment_spec` loads it with the
 script's command-line choices (envs, seeds, steps, variants, output folder) and `run_spec`
 runs its cells, each a named variant (or algorithm) on one env with the lag K (and any
-other hyperparameter) vmapped beside the seeds, then appends each finished cell's tidy
-rows (`jaxvaco.results.FIELDS`) to the experiment's CSV. (env, variant) pairs the CSV
-already holds are not run again, so a killed script resumes where it stopped, and
-committed rows are never rewritten.
+other hyperparameter) vmapped beside the seeds, then appends each finished cell's rows
+to the experiment's results CSV (`jaxvaco.results.write_results`, the one results schema
+of docs/results_schema.md). (env, variant) pairs the CSV already holds are not run again,
+so a killed script resumes where it stopped; the rows already there keep their values (a
+committed CSV written before the schema is rewritten in it once, at its first append).
 
 The sweep lives in ``<out>/runs/<spec name>/`` (ignored by git): a cell interrupted midway
 resumes from its newest checkpoint, and a finished one (DONE) is not trained again. As a
@@ -27,24 +28,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from jaxvaco.config import ConfigError, TrainConfig
-from jaxvaco.results import append_rows, done_keys, metrics_rows, variant_rows
+from jaxvaco.config import ConfigError, TrainConfig, with_overrides
+from jaxvaco.results import done_keys, tidy_rows, write_results
 from jaxvaco.sweep import SweepConfig, cell_state, cells, load_sweep_file, run_sweep, validate_sweep
 
 SWEEPS = Path(__file__).resolve().parent / "sweeps"
 HANG_EXIT_CODE = 75
-
-
-def replace_nested(config: TrainConfig, **overrides) -> TrainConfig:
-    """dataclasses.replace that also accepts 'group.field' keys (e.g. 'vaco.delta'); used by
-    experiments/tune.py, which is not a sweep spec (its grids are zipped per (E, M) shape)."""
-    flat = {k: v for k, v in overrides.items() if "." not in k}
-    for key, value in overrides.items():
-        if "." in key:
-            group, field = key.split(".")
-            current = flat.get(group, getattr(config, group))
-            flat[group] = dataclasses.replace(current, **{field: value})
-    return dataclasses.replace(config, **flat)
 
 
 PRE_TUNING_DEFAULTS = {"update_epochs": 4, "num_minibatches": 4, "learning_rate": 2e-3,
@@ -58,7 +47,7 @@ learner's critic the defaults: the experiments that ran under them pin them."""
 def pre_tuning_config(**fields) -> TrainConfig:
     """TrainConfig(**fields) with `PRE_TUNING_DEFAULTS` for what `fields` leaves out."""
     pinned = {k: v for k, v in PRE_TUNING_DEFAULTS.items() if k.split(".")[0] not in fields}
-    return replace_nested(TrainConfig(**fields), **pinned)
+    return with_overrides(TrainConfig(**fields), pinned, "PRE_TUNING_DEFAULTS")
 
 
 def experiment_spec(path: Path, out: Path, envs: Sequence[str] | None = None,
@@ -92,7 +81,7 @@ def experiment_spec(path: Path, out: Path, envs: Sequence[str] | None = None,
 
 def run_spec(spec: SweepConfig, csv_path: Path) -> None:
     """Run the cells of `spec` whose (env, variant) `csv_path` does not hold yet, then
-    append each finished one's rows to it (FIELDS, in the order of the cells)."""
+    add each finished one's rows to it (in the order of the cells)."""
     done = done_keys(csv_path, ("env", "variant"))
     todo = []
     for cell in cells(spec):
@@ -106,8 +95,7 @@ def run_spec(spec: SweepConfig, csv_path: Path) -> None:
     for cell in todo:
         cell_dir = result.directory / "runs" / cell.name
         if cell_state(cell_dir) == "done":
-            append_rows(csv_path, variant_rows(metrics_rows(cell_dir), cell.env, cell.algo,
-                                               cell.label, max(cell.delays)))
+            write_results(csv_path, tidy_rows(cell_dir, cell.label), append=True)
     if result.failed:
         sys.exit(f"{len(result.failed)} cells diverged (FAILED markers in "
                  f"{result.directory / 'runs'}): " + "; ".join(result.failed))

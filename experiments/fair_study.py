@@ -47,7 +47,7 @@ from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_
 from experiments.render_readme import table
 from jaxvaco.analysis import lag_plots, plots, robustness, stats
 from jaxvaco.analysis.tables import format_estimate, format_number
-from jaxvaco.results import last_evaluated, read_rows, write_rows
+from jaxvaco.results import last_evaluated, read_results, write_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "fair_study"
 CHOSEN = Path(__file__).resolve().parent / "results" / "tuning" / "chosen.json"
@@ -106,13 +106,13 @@ def write_study_spec(chosen: dict[str, dict], path: Path) -> Path:
 def final_table(rows: list[dict]) -> list[dict]:
     """Per run (env, variant, K, seed): final greedy and training (stochastic) return."""
     final = last_evaluated(rows, "variant")
-    unfinished = [key for key, row in final.items() if row["return"] == ""]
+    unfinished = [key for key, row in final.items() if row.get("return") is None]
     if unfinished:
         raise SystemExit(f"{len(unfinished)} runs finished no training episode (first: "
                          f"{unfinished[0]}), so they have no training return: give them more "
                          "env steps (--steps) than one episode per env")
-    return [{"env": env, "variant": variant, "K": k, "seed": seed, "step": int(row["step"]),
-             "greedy": float(row["eval_greedy"]), "training": float(row["return"])}
+    return [{"env": env, "variant": variant, "K": k, "seed": seed, "step": row["step"],
+             "greedy": float(row["eval/greedy_return"]), "training": float(row["return"])}
             for (env, variant, k, seed), row in final.items()]
 
 
@@ -225,14 +225,14 @@ def movement_rows(rows: list[dict], k: int = MOVEMENT_LAG) -> list[list[str]]:
     policy acted on lags behind it, at lag K = `k`: the mean of `tv/forward`
     (E_s TV(π_T, π_T+1)) / the mean of `tv/backward` (E_s TV(β, π_T)) over every logged
     iteration of every seed."""
-    at_k = [r for r in rows if int(r["K"]) == k]
+    at_k = [r for r in rows if r["K"] == k]
     envs = present_envs(at_k)
     table_rows = [["variant"] + envs]
     for variant in variants_of(at_k, envs):
         cells = []
         for env in envs:
             cell = [r for r in at_k if (r["env"], r["variant"]) == (env, variant)]
-            means = [np.mean([float(r[column]) for r in cell if r[column] != ""] or np.nan)
+            means = [np.mean([r[column] for r in cell if r.get(column) is not None] or np.nan)
                      for column in ("tv/forward", "tv/backward")]
             cells.append(" / ".join(f"{m:.2f}" for m in means) if cell else "—")
         table_rows.append([variant] + cells)
@@ -400,7 +400,7 @@ def summary_markdown(final: list[dict], rows: list[dict]) -> str:
 def plot_learning_curves(rows: list[dict], out: Path, lags: tuple[int, ...] = (0, 16)) -> None:
     """learning_curves_K{k}: training return vs env steps per variant, one figure per K."""
     for k in lags:
-        at_k = [{**r, "algo": r["variant"]} for r in rows if int(r["K"]) == k]
+        at_k = [{**r, "algo": r["variant"]} for r in rows if r["K"] == k]
         if at_k:
             plots.plot_learning_curves(at_k, out, by_k=False, stem=f"learning_curves_K{k}",
                                       title=f"Training return at K = {k}")
@@ -430,7 +430,7 @@ def main() -> None:
         spec = write_study_spec(json.loads(args.chosen.read_text()), args.out / "study.toml")
         run_spec(experiment_spec(spec, args.out, envs, args.seeds, args.steps,
                                  args.variants), args.out / "study.csv")
-    rows = read_rows(args.out / "study.csv")
+    rows = read_results(args.out / "study.csv")
     final = final_table(rows)
     write_rows(args.out / "final.csv", final)
     table = summary_markdown(final, rows)

@@ -27,7 +27,7 @@ import numpy as np
 from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
 from jaxvaco.analysis import lag_plots, plots, stats, tables
 from jaxvaco.config import ALGOS
-from jaxvaco.results import last_evaluated, read_rows, write_rows
+from jaxvaco.results import last_evaluated, read_results, write_rows
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "lag_sweep"
 SPEC = SWEEPS / "lag_sweep.toml"
@@ -37,8 +37,8 @@ LAGS = (0, 2, 4, 8, 16)
 
 def final_table(rows: list[dict]) -> list[dict]:
     """The last evaluated step of every (env, algo, K, seed): greedy return and lag metrics."""
-    return [{"env": k[0], "algo": k[1], "K": k[2], "seed": k[3], "step": int(r["step"]),
-             "return": float(r["eval_greedy"]),
+    return [{"env": k[0], "algo": k[1], "K": k[2], "seed": k[3], "step": r["step"],
+             "return": float(r["eval/greedy_return"]),
              **{m: float(r[m]) for m in ("tv/backward", "tv/forward", "tv/total")}}
             for k, r in last_evaluated(rows, "algo").items()]
 
@@ -90,7 +90,7 @@ def main() -> None:
     if not args.plot_only:
         run_spec(experiment_spec(SPEC, out, args.envs, args.seeds, args.steps,
                                  algos=args.algos), csv_path)
-    final = final_table(read_rows(csv_path))
+    final = final_table(read_results(csv_path))
     write_rows(out / "final.csv", final)
     table = summary_markdown(final)
     (out / "summary.md").write_text(table + "\n")

@@ -35,10 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.common import parse_with_retries, pre_tuning_config, replace_nested
+from experiments.common import parse_with_retries, pre_tuning_config
 from jaxvaco.analysis.stats import iqm, normalize_score
-from jaxvaco.config import ALGOS, EvalConfig, LagConfig
-from jaxvaco.results import append_rows, last_evaluated, read_rows, variant_rows
+from jaxvaco.config import ALGOS, EvalConfig, LagConfig, with_overrides
+from jaxvaco.results import last_evaluated, read_results, schema_row, write_results
 from jaxvaco.runner import run
 
 OUT = Path(__file__).resolve().parent / "results" / "tuning"
@@ -89,11 +89,12 @@ def run_group(algo: str, env: str, shape: tuple[int, int], configs: list[dict],
     done_path = csv_path.with_suffix(".done")
     if done_path.exists() and f"{env},{label}" in done_path.read_text().splitlines():
         return
-    config = replace_nested(BASE, env=env, algo=algo, num_seeds=args.seeds,
-                            total_timesteps=args.steps or BUDGETS[env],
-                            update_epochs=shape[0], num_minibatches=shape[1],
-                            run_name=f"{env}__{label.replace(' ', '_')}",
-                            results_dir=str(args.out / "runs"), **algo_overrides)
+    config = with_overrides(BASE, {"env": env, "algo": algo, "num_seeds": args.seeds,
+                                   "total_timesteps": args.steps or BUDGETS[env],
+                                   "update_epochs": shape[0], "num_minibatches": shape[1],
+                                   "run_name": f"{env}__{label.replace(' ', '_')}",
+                                   "results_dir": str(args.out / "runs"), **algo_overrides},
+                            "tune")
     values = ("learning_rate", "ent_coef", KNOBS.get(algo, (None,))[0])
     grid = [{"lag_delay": k, **{v: c[v] for v in values if v}} for c in configs for k in LAGS]
     run_dir = args.out / "runs" / config.run_name
@@ -101,12 +102,14 @@ def run_group(algo: str, env: str, shape: tuple[int, int], configs: list[dict],
                  else None)
     if result.stop_signal:  # interrupted: the checkpoint is saved, the rows are incomplete
         sys.exit(128 + result.stop_signal)
-    rows = variant_rows(result.rows, env, algo, label)
-    for row, source in zip(rows, result.rows, strict=True):  # run = (config, K) × seeds
-        row["variant"] = f"{algo} #{configs[source['run'] // args.seeds // len(LAGS)]['config']}"
+
+    def variant(row: dict) -> str:  # run = (configuration, K) × seeds
+        return f"{algo} #{configs[row['run'] // args.seeds // len(LAGS)]['config']}"
+
+    rows = [schema_row(row, env, algo, variant(row), 0) for row in result.rows]
     with open(csv_path.with_suffix(".lock"), "w") as lock:  # two tuners may share the CSV
         fcntl.flock(lock, fcntl.LOCK_EX)
-        append_rows(csv_path, rows)
+        write_results(csv_path, rows, append=True)
         with open(done_path, "a") as f:
             f.write(f"{env},{label}\n")
 
@@ -116,12 +119,12 @@ def ranking(csv_path: Path, envs: Sequence[str] | None = None
     """algo -> [(IQM of normalised final greedy return, config index)], best first, over
     the runs on `envs` (default: every env in the CSV). A configuration is ranked only if
     it ran on all of them (after successive halving: the survivors)."""
-    last = last_evaluated(read_rows(csv_path), "variant")
+    last = last_evaluated(read_results(csv_path), "variant")
     envs = set(envs) if envs else {env for env, *_ in last}
     pooled, seen = defaultdict(list), defaultdict(set)
     for (env, variant, _, _), row in last.items():
         if env in envs:
-            pooled[variant].append(float(normalize_score(env, float(row["eval_greedy"]))))
+            pooled[variant].append(float(normalize_score(env, float(row["eval/greedy_return"]))))
             seen[variant].add(env)
     out = defaultdict(list)
     for variant, scores in pooled.items():

@@ -36,7 +36,7 @@ import numpy as np
 
 from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
 from jaxvaco.analysis.stats import iqm, normalize_score
-from jaxvaco.results import last_evaluated, read_rows
+from jaxvaco.results import last_evaluated, read_results
 
 OUT = Path(__file__).resolve().parent / "results" / "vaco_design"
 STAGES = ("prototype", "diagnose", "grid")
@@ -51,8 +51,8 @@ def spec_path(stage: str) -> Path:
 def final_greedy(csv_path: Path) -> dict[tuple[str, str, int], list[float]]:
     """(env, variant, K) -> final greedy evaluation return of every seed."""
     out = defaultdict(list)
-    for (env, variant, k, _), row in last_evaluated(read_rows(csv_path), "variant").items():
-        out[(env, variant, k)].append(float(row["eval_greedy"]))
+    for (env, variant, k, _), row in last_evaluated(read_results(csv_path), "variant").items():
+        out[(env, variant, k)].append(float(row["eval/greedy_return"]))
     return out
 
 

@@ -1,32 +1,31 @@
-"""Tidy results tables: one row per run and chunk, written as CSV, read back as columns.
+"""The one results schema of jaxvaco, its writer and its readers (docs/results_schema.md).
 
-A metrics row (as `jaxvaco.runner.run` returns it and writes it to metrics.jsonl) becomes a
-tidy row by `tidy_row`: the key columns env, algo, K, seed, step, return (training episode
-return) first, then every other metric under its own name (eval/greedy_return, tv/backward,
-tv/forward, tv/total, lag/iterations, the algorithm's fraction metric of `FRACTIONS`, ...),
-as `jaxvaco.analysis.tables` reads it.
+Every run, sweep and experiment keeps its results as one tidy CSV: one row per run and
+logged step (a chunk's end), the identity columns `ID_COLUMNS` (env, algo, variant, K,
+seed, step) first, then `return` (the training episode return; runs without episodes, as
+the LLM trainer's, leave it out), then every other metric under its own name, sorted
+(eval/greedy_return, tv/backward, lag/iterations, the algorithm's fraction of `FRACTIONS`,
+...). An empty cell is a metric not measured at that step.
 
-Data written before the per-algorithm fraction names has one `filter/fraction` column
-(`LEGACY_FRACTION`) for all of them: readers keep reading it by that name, and
-`fraction_columns` gives a row's per-algorithm columns from either layout.
+* `schema_row` turns one metrics row (what `jaxvaco.runner.run` returns and writes to
+  metrics.jsonl) into a schema row; `tidy_rows` does so for a run folder, `result_rows`
+  for the rows of a run result.
+* `write_results` is the one writer: a sweep's results.csv, an experiment's CSV (with
+  ``append=True``, which adds a finished cell's rows to the rows already there).
+* `read_results` is the one reader of such a CSV: typed rows under the schema's names,
+  including files written before the schema (`RENAMED`, `LEGACY_FRACTION`; a sweep's
+  results.csv without a variant column). `load_results` gives a sweep's, a run's or a CSV's
+  table as columns (`columns_from_rows`), as `jaxvaco.analysis.tables` reads it.
 
-Two tables are built from such rows:
-
-* a run folder or a sweep: `tidy_rows` (a run's metrics.jsonl, labelled with its sweep
-  variant) and `write_table` (a sweep's results.csv, every metric a column), read back by
-  `load_results`;
-* the experiment scripts' CSVs (experiments/): `variant_rows` keeps the columns of `FIELDS`
-  (a variant label beside the algo, eval metrics shortened to eval_greedy and
-  eval_stochastic), `append_rows` appends each finished variant, and `done_keys` tells a
-  restarted script which variants the CSV already holds. `last_evaluated` picks the last
-  evaluated row of each run from such a CSV.
+Tables derived from results (final returns per run, summaries, benchmarks) are plain CSVs
+of their own columns: `read_rows`, `write_rows`, `append_rows`.
 """
 
 from __future__ import annotations
 
 import csv
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +35,16 @@ from jaxvaco.config import ConfigError
 from jaxvaco.run_dir import load_run_dir
 from jaxvaco.sinks import read_rows as read_metrics
 
-KEY_COLUMNS = ("env", "algo", "K", "seed", "step", "return")
+ID_COLUMNS = ("env", "algo", "variant", "K", "seed", "step")
+"""The columns that name a row: env (or LLM task), algorithm (with swept values other than
+K appended, "ppo learning_rate=0.001"), variant (a sweep's variant name, else the algo
+label), lag K, seed and step (env steps; the LLM trainer's learner steps)."""
+TEXT_COLUMNS = ("env", "algo", "variant")
+INT_COLUMNS = ("K", "seed", "step")
+RETURN = "return"
 DROPPED = {"run", "env_steps", "lag_delay", "episode/return"}
-"""Metrics-row fields that the key columns replace."""
+"""Metrics-row fields that the identity columns and `return` replace."""
 
-FIELDS = ["env", "algo", "variant", "K", "seed", "step", "return", "eval_greedy",
-          "eval_stochastic", "lag/iterations", "lag/sgd_steps", "tv/backward", "tv/forward",
-          "tv/total", "ppo/clipped_fraction", "spo/outside_fraction", "vaco/filtered_fraction"]
-"""Columns of the experiment scripts' tidy CSVs (a fraction column is empty for the other
-algorithms)."""
-SHORT_NAMES = {"eval/greedy_return": "eval_greedy", "eval/stochastic_return": "eval_stochastic"}
 FRACTIONS = {"ppo": "ppo/clipped_fraction", "spo": "spo/outside_fraction",
              "vaco": "vaco/filtered_fraction"}
 """Per algorithm, the share of samples its objective acts on: PPO's clip removes their
@@ -53,13 +52,17 @@ gradient, SPO's ratio lies outside the ε band (penalised), VACO's TV filter dro
 PPO-KL and IMPALA have none."""
 LEGACY_FRACTION = "filter/fraction"
 """The single column that held those three before (and a constant 0 for PPO-KL and IMPALA),
-in the committed CSVs under experiments/results/ and runs recorded before the rename."""
+in the committed CSVs under experiments/results/ and runs recorded before the rename;
+read as the row's algorithm's column of `FRACTIONS`."""
+RENAMED = {"eval_greedy": "eval/greedy_return", "eval_stochastic": "eval/stochastic_return"}
+"""Column names of the experiment scripts' CSVs written before the one schema (committed
+under experiments/results/), read under the schema's names."""
 
 
 def fraction_columns(row: dict) -> dict:
-    """The `FRACTIONS` columns of a tidy row (None where its algorithm has none). A row
-    written before the rename has only `LEGACY_FRACTION`: its value goes to the column of
-    the row's algorithm (the first word of `algo`)."""
+    """The `FRACTIONS` columns of a row (None where its algorithm has none). A row written
+    before the rename has only `LEGACY_FRACTION`: its value goes to the column of the row's
+    algorithm (the first word of `algo`)."""
     out = {name: row.get(name) for name in FRACTIONS.values()}
     if LEGACY_FRACTION in row and all(v in (None, "") for v in out.values()):
         name = FRACTIONS.get(str(row.get("algo", "")).split(" ")[0])
@@ -68,11 +71,30 @@ def fraction_columns(row: dict) -> dict:
     return out
 
 
-def tidy_row(row: dict, env: str, algo: str, k: int) -> dict:
-    """One metrics row with the key columns first; `k` is K when the row has no lag_delay."""
-    keys = {"env": env, "algo": algo, "K": row.get("lag_delay", k), "seed": row["seed"],
-            "step": row["env_steps"], "return": row["episode/return"]}
-    return {**keys, **{name: v for name, v in row.items() if name not in DROPPED}}
+def canonical(row: dict) -> dict:
+    """A row under the schema's names: `RENAMED` columns renamed, `LEGACY_FRACTION` moved
+    to its algorithm's fraction column, variant = algo where it has none."""
+    out = {RENAMED.get(name, name): value for name, value in row.items()}
+    if LEGACY_FRACTION in out:
+        out.update(fraction_columns(out))
+        del out[LEGACY_FRACTION]
+    if out.get("variant") in (None, ""):
+        out["variant"] = out.get("algo")
+    return out
+
+
+def schema_row(row: dict, env: str, algo: str, variant: str, k: int) -> dict:
+    """One metrics row as a schema row; `k` is K when the row has no lag_delay."""
+    ids = {"env": env, "algo": algo, "variant": variant, "K": row.get("lag_delay", k),
+           "seed": row["seed"], "step": row["env_steps"], RETURN: row["episode/return"]}
+    return canonical({**ids, **{n: v for n, v in row.items() if n not in DROPPED}})
+
+
+def result_rows(rows: Iterable[dict], env: str, algo: str, variant: str, k: int = 0
+                ) -> list[dict]:
+    """The metrics rows of a run result (`RunResult.rows`) as schema rows, labelled with
+    `variant`; `k` is K when the rows have no lag_delay."""
+    return [schema_row(row, env, algo, variant, k) for row in rows]
 
 
 def metrics_rows(run_dir: Path) -> list[dict]:
@@ -83,8 +105,8 @@ def metrics_rows(run_dir: Path) -> list[dict]:
 
 
 def tidy_rows(run_dir: str | Path, variant: str | None = None) -> list[dict]:
-    """metrics.jsonl of one run directory as tidy rows, with a `variant` column (`variant`,
-    e.g. a sweep's variant name; default: the algo).
+    """metrics.jsonl of one run directory as schema rows, labelled with `variant` (e.g. a
+    sweep's variant name; default: the algo).
 
     K is the run's lag_delay when swept, else lag.max_delay. Swept values other than the
     lag are appended to the algo and variant labels (e.g. "ppo learning_rate=0.001"), so
@@ -96,95 +118,65 @@ def tidy_rows(run_dir: str | Path, variant: str | None = None) -> list[dict]:
     out = []
     for row in metrics_rows(run_dir):
         swept = [f"{k}={row[k]}" for k in grid if k != "lag_delay"]
-        label = " ".join([config.algo, *swept])
-        tidy = tidy_row(row, config.env, label, config.lag.max_delay)
-        out.append({**tidy, "variant": " ".join([variant or config.algo, *swept])})
+        out.append(schema_row(row, config.env, " ".join([config.algo, *swept]),
+                              " ".join([variant or config.algo, *swept]),
+                              config.lag.max_delay))
     return out
 
 
-def variant_rows(rows: Iterable[dict], env: str, algo: str, variant: str, lag: int = 0
-                 ) -> list[dict]:
-    """Metrics rows of a run result as rows of FIELDS, labelled with `variant`; `lag` is K
-    when the rows have no lag_delay."""
-    out = []
-    for row in rows:
-        tidy = {SHORT_NAMES.get(k, k): v for k, v in tidy_row(row, env, algo, lag).items()}
-        tidy["variant"] = variant
-        out.append({name: tidy.get(name) for name in FIELDS})
-    return out
+def schema_columns(rows: Iterable[dict]) -> list[str]:
+    """The columns of a results CSV holding `rows`: `ID_COLUMNS`, `return` (when some row
+    has it), then every other column, sorted."""
+    names = {name for row in rows for name in row}
+    first = [*ID_COLUMNS, *([RETURN] if RETURN in names else [])]
+    return first + sorted(names - set(first))
 
 
-def read_rows(path: Path) -> list[dict]:
-    """The rows of a CSV as dicts of strings ([] when the file does not exist yet)."""
-    if not path.exists():
-        return []
-    with open(path) as f:
-        return list(csv.DictReader(f))
+def write_results(path: Path, rows: Sequence[dict], append: bool = False) -> Path:
+    """Write schema rows as a results CSV (`schema_columns`, None as an empty cell),
+    atomically replacing `path`; returns `path`.
 
-
-def write_rows(path: Path, rows: list[dict], fields: Sequence[str] | None = None) -> None:
-    """Write a CSV with a header (columns: `fields`, else the first row's keys)."""
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(fields or rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def append_rows(path: Path, rows: Iterable[dict], fields: Sequence[str] = FIELDS) -> None:
-    """Append rows to a CSV, writing its header first when the file is new.
-
-    A CSV begun before the per-algorithm fraction names keeps its header: its
-    `LEGACY_FRACTION` column gets the row's fraction (0 for an algorithm without one, as
-    it was written then)."""
-    new = not path.exists()
-    if not new and LEGACY_FRACTION not in fields:
-        with open(path, newline="") as f:
-            header = next(csv.reader(f), [])
-        if LEGACY_FRACTION in header:
-            rows = [_legacy_row(row, header) for row in rows]
-            fields = header
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
-
-
-def _legacy_row(row: dict, header: Sequence[str]) -> dict:
-    fraction = next((v for name in FRACTIONS.values() if (v := row.get(name)) is not None), 0.0)
-    return {**{k: v for k, v in row.items() if k in header}, LEGACY_FRACTION: fraction}
-
-
-def done_keys(path: Path, columns: Sequence[str]) -> set[tuple]:
-    """The distinct values of `columns` in a CSV: what a restarted script skips."""
-    return {tuple(row[c] for c in columns) for row in read_rows(path)}
-
-
-def last_evaluated(rows: list[dict], label: str) -> dict[tuple, dict]:
-    """(env, row[label], K, seed) -> the run's last row with an evaluation, sorted by key."""
-    last: dict[tuple, dict] = {}
-    for row in rows:
-        if row["eval_greedy"] == "":
-            continue
-        key = (row["env"], row[label], int(row["K"]), int(row["seed"]))
-        if key not in last or int(row["step"]) > int(last[key]["step"]):
-            last[key] = row
-    return dict(sorted(last.items()))
-
-
-def write_table(path: Path, rows: list[dict]) -> Path:
-    """A tidy table as CSV, key columns first, then variant (when rows have it), then the
-    others sorted (atomically replaced)."""
-    names = {k for row in rows for k in row}
-    first = list(KEY_COLUMNS) + (["variant"] if "variant" in names else [])
-    columns = first + sorted(names - set(first))
+    With `append`, the rows already in `path` (when it exists) stay first: the new rows are
+    appended to the file, its earlier lines untouched, when its header is in the schema and
+    holds their columns; else the whole file is rewritten in the schema (its rows read by
+    `read_results`, so a CSV written before the schema is converted once).
+    """
+    rows = [canonical(row) for row in rows]
+    missing = [name for name in ID_COLUMNS if any(name not in row for row in rows)]
+    if missing:
+        raise ValueError(f"results rows need the columns {', '.join(ID_COLUMNS)}; some lack "
+                         f"{', '.join(missing)}.")
+    if append and path.exists():
+        header = csv_header(path)
+        if in_schema(header) and set(schema_columns(rows)) <= set(header):
+            _write_csv(path, rows, header, "a")
+            return path
+        rows = read_results(path) + rows
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as file:
-        writer = csv.DictWriter(file, columns, restval="")
-        writer.writeheader()
-        writer.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in rows)
+    _write_csv(tmp, rows, schema_columns(rows), "w")
     tmp.replace(path)
     return path
+
+
+def csv_header(path: Path) -> list[str]:
+    """The column names of a CSV (its first line)."""
+    with open(path, newline="") as file:
+        return next(csv.reader(file), [])
+
+
+def in_schema(header: Sequence[str]) -> bool:
+    """Whether a CSV header is the one schema's: its columns in `schema_columns`' order and
+    none of the names written before it (`RENAMED`, `LEGACY_FRACTION`)."""
+    legacy = {*RENAMED, LEGACY_FRACTION}
+    return list(header) == schema_columns([dict.fromkeys(header)]) and not legacy & set(header)
+
+
+def _write_csv(path: Path, rows: Iterable[dict], columns: Sequence[str], mode: str) -> None:
+    with open(path, mode, newline="") as file:
+        writer = csv.DictWriter(file, columns, restval="")
+        if mode == "w":
+            writer.writeheader()
+        writer.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in rows)
 
 
 def _number(text: str) -> Any:
@@ -194,6 +186,42 @@ def _number(text: str) -> Any:
         except ValueError:
             pass
     return text
+
+
+def _parser(name: str) -> Callable[[str], Any]:
+    """How a results CSV's column is read: text for env, algo and variant, an int for K,
+    seed and step, a number (or text) for a metric; an empty cell is None."""
+    if name in TEXT_COLUMNS:
+        return str
+    kind = int if name in INT_COLUMNS else _number
+    return lambda text: kind(text) if text != "" else None
+
+
+def read_results(path: Path) -> list[dict]:
+    """The rows of a results CSV, typed (`_parser`) and under the schema's names
+    (`canonical`). ConfigError when a line lacks fields (a cut file) or the file is not a
+    results table (it lacks identity columns other than variant)."""
+    with open(path, newline="") as file:
+        reader = csv.reader(file)
+        names = [RENAMED.get(name, name) for name in next(reader, [])]
+        missing = [n for n in ID_COLUMNS if n not in names and n != "variant"]
+        if missing:
+            raise ConfigError(f"{path} is not a results table: it lacks the columns "
+                              f"{', '.join(missing)} (docs/results_schema.md).")
+        parsers = [_parser(name) for name in names]
+        rows = []
+        for values in reader:
+            if not values:  # a blank line
+                continue
+            if len(values) != len(names):
+                raise ConfigError(
+                    f"{path} line {reader.line_num} does not have the header's "
+                    f"{len(names)} fields: the file was cut or edited. A sweep rewrites "
+                    "its results.csv from its cells when run again.")
+            rows.append({n: parse(v) for n, parse, v in zip(names, parsers, values,
+                                                            strict=True)})
+    legacy = LEGACY_FRACTION in names or "variant" not in names
+    return [canonical(row) for row in rows] if legacy else rows
 
 
 def columns_from_rows(rows: list[dict]) -> dict[str, np.ndarray]:
@@ -212,37 +240,71 @@ def columns_from_rows(rows: list[dict]) -> dict[str, np.ndarray]:
     return cols
 
 
-def read_table(path: Path) -> dict[str, np.ndarray]:
-    """A tidy CSV (results.csv) as columns (numbers parsed, missing values NaN)."""
-    with open(path, newline="") as file:
-        reader = csv.DictReader(file)
-        rows = []
-        for row in reader:
-            if None in row or None in row.values():
-                raise ConfigError(
-                    f"{path} line {reader.line_num} does not have the header's "
-                    f"{len(reader.fieldnames or [])} fields: the file was cut or edited. A "
-                    "sweep rewrites its results.csv from its cells when run again.")
-            rows.append({k: _number(v) if v != "" else None for k, v in row.items()})
+def load_results(directory: Path) -> dict[str, np.ndarray]:
+    """The table of a sweep (results.csv), of a single run (its metrics.jsonl), or a
+    results CSV given directly (an experiment's, e.g. fair_study/study.csv), as columns."""
+    directory = Path(directory)
+    if directory.suffix == ".csv" and directory.is_file():
+        path, rows = directory, read_results(directory)
+    elif (directory / "results.csv").exists():
+        path, rows = directory / "results.csv", read_results(directory / "results.csv")
+    elif (directory / "metrics.jsonl").exists():
+        path, rows = directory / "metrics.jsonl", tidy_rows(directory)
+    else:
+        raise ConfigError(f"{directory} is not a results CSV and holds neither results.csv "
+                          "(a sweep) nor metrics.jsonl (a run).")
+    if not rows:
+        raise ConfigError(f"{path} has no rows yet: a run writes its first row after its "
+                          "first chunk, a sweep after its first complete cell.")
     return columns_from_rows(rows)
 
 
-def load_results(directory: Path) -> dict[str, np.ndarray]:
-    """The table of a sweep (results.csv), of a single run (its metrics.jsonl), or a tidy
-    CSV given directly (an experiment's committed table, e.g. fair_study/study.csv)."""
-    if directory.suffix == ".csv" and directory.is_file():
-        path, table = directory, read_table(directory)
-    elif (directory / "results.csv").exists():
-        path, table = directory / "results.csv", read_table(directory / "results.csv")
-    elif (directory / "metrics.jsonl").exists():
-        path, table = directory / "metrics.jsonl", columns_from_rows(tidy_rows(directory))
-    else:
-        raise ConfigError(f"{directory} is not a tidy CSV and holds neither results.csv "
-                          "(a sweep) nor metrics.jsonl (a run).")
-    if not table or not len(table[next(iter(table))]):
-        raise ConfigError(f"{path} has no rows yet: a run writes its first row after its "
-                          "first chunk, a sweep after its first complete cell.")
-    return table
+def done_keys(path: Path, columns: Sequence[str]) -> set[tuple]:
+    """The distinct values of `columns` in a results CSV (none when it does not exist yet):
+    what a restarted script skips."""
+    if not path.exists():
+        return set()
+    return {tuple(row[c] for c in columns) for row in read_results(path)}
+
+
+def last_evaluated(rows: Iterable[dict], label: str) -> dict[tuple, dict]:
+    """(env, row[label], K, seed) -> the run's last row with a greedy evaluation, sorted by
+    key (`rows`: schema rows, as `read_results` gives them)."""
+    last: dict[tuple, dict] = {}
+    for row in rows:
+        if row.get("eval/greedy_return") is None:
+            continue
+        key = (row["env"], row[label], row["K"], row["seed"])
+        if key not in last or row["step"] > last[key]["step"]:
+            last[key] = row
+    return dict(sorted(last.items()))
+
+
+def read_rows(path: Path) -> list[dict]:
+    """A derived table (not a results CSV) as dicts of strings ([] when the file does not
+    exist yet)."""
+    if not path.exists():
+        return []
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def write_rows(path: Path, rows: list[dict], fields: Sequence[str] | None = None) -> None:
+    """Write a derived table with a header (columns: `fields`, else the first row's keys)."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(fields or rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def append_rows(path: Path, rows: Iterable[dict], fields: Sequence[str]) -> None:
+    """Append rows to a derived table, writing its header first when the file is new."""
+    new = not path.exists()
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
 
 
 def plot_results(directory: Path, out: Path | None = None, metric: str = "return",
@@ -258,8 +320,7 @@ def plot_results(directory: Path, out: Path | None = None, metric: str = "return
     from jaxvaco.analysis import lag_plots, plots, stats, tables
 
     table = load_results(Path(directory)) if table is None else table
-    if "variant" in table:  # a sweep's variants (several may share an algorithm)
-        table = {**table, "algo": table["variant"]}
+    table = {**table, "algo": table["variant"]}  # a sweep's variants may share an algorithm
     directory = Path(directory)
     out = Path(out) if out else (directory.parent if directory.is_file() else directory) / "plots"
     envs = set(table["env"].tolist())
@@ -282,4 +343,3 @@ def plot_results(directory: Path, out: Path | None = None, metric: str = "return
     if any(name in table for name in ("tv/backward", "tv/forward")):  # a table may lack them
         paths += lag_plots.plot_tv_vs_lag(table, out, colors=colors)
     return paths
-

@@ -21,7 +21,9 @@ from jaxvaco.config import (
     VacoConfig,
     VtraceConfig,
     from_dict,
+    option_paths,
     to_dict,
+    with_overrides,
     with_tuned_defaults,
 )
 from jaxvaco.validation import validate
@@ -193,3 +195,32 @@ def test_legacy_behavior_spelling_loads_as_behaviour(tmp_path):
     assert load_sweep_file(sweep).base.ppo.critic == "behaviour"
     with pytest.raises(ConfigError, match="one of"):
         from_dict({"ppo": {"critic": "behaviours"}})
+
+
+def test_overrides_by_dotted_path_or_nested_table_set_the_same_options():
+    dotted = with_overrides(BASE, {"vaco.delta": 0.1, "lag.max_delay": 4, "gamma": 0.9,
+                                   "hidden_sizes": [32]}, "script")
+    nested = with_overrides(BASE, {"vaco": {"delta": 0.1}, "lag": {"max_delay": 4},
+                                   "gamma": 0.9, "hidden_sizes": [32]}, "script")
+    expected = dataclasses.replace(BASE, gamma=0.9, hidden_sizes=(32,),
+                                   vaco=VacoConfig(delta=0.1), lag=LagConfig(max_delay=4))
+    assert dotted == nested == expected
+    assert with_overrides(BASE, {}) == BASE
+    assert option_paths({"ppo": {"critic": "learner"}, "ppo.anchor": "learner", "seed": 1}) == {
+        "ppo.critic": "learner", "ppo.anchor": "learner", "seed": 1}
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"vaco.delt": 0.1}, "variant x: unknown option vaco.delt; did you mean vaco.delta?"),
+    ({"gama": 0.9}, "variant x: unknown option gama; did you mean gamma?"),
+    ({"vaco.delta": "big"}, "variant x: vaco.delta must be a number, got 'big'."),
+    ({"num_envs": 1.5}, "variant x: num_envs must be an integer, got 1.5."),
+    ({"ppo.critic": "mine"},
+     "variant x: ppo.critic must be one of 'behaviour', 'learner', got 'mine'."),
+    ({"gamma.value": 0.9},
+     "variant x: gamma is an option, not a table of options; cannot set gamma.value."),
+])
+def test_override_errors_name_the_source_and_the_key(overrides, message):
+    with pytest.raises(ConfigError) as error:
+        with_overrides(BASE, overrides, "variant x")
+    assert str(error.value) == message

@@ -13,10 +13,10 @@ import tomllib
 import pytest
 
 from experiments import ablation, fair_study, lag_sweep, vaco_design
-from experiments.common import experiment_spec, replace_nested, run_spec
-from jaxvaco.config import ALGOS, ConfigError, EvalConfig, LagConfig, TrainConfig
+from experiments.common import experiment_spec, run_spec
+from jaxvaco.config import ALGOS, ConfigError, EvalConfig, LagConfig, TrainConfig, with_overrides
 from jaxvaco.envs import BRAX_ENV_NAMES
-from jaxvaco.results import FIELDS, read_rows
+from jaxvaco.results import read_results
 from jaxvaco.sweep import cell_setup, cells, load_sweep_file
 
 # ------------------------------------------------- the scripts' configurations at 6deee9f
@@ -24,8 +24,7 @@ from jaxvaco.sweep import cell_setup, cells, load_sweep_file
 
 def old_config(base: TrainConfig, env: str, overrides: dict, lags) -> TrainConfig:
     """run_variant's config, less its run_name and results_dir (paths)."""
-    config = replace_nested(base, env=env, **overrides)
-    return replace_nested(config, **{"lag.max_delay": max(lags)})
+    return with_overrides(base, {"env": env, **overrides, "lag.max_delay": max(lags)})
 
 
 def pinned(**fields) -> TrainConfig:
@@ -33,7 +32,7 @@ def pinned(**fields) -> TrainConfig:
     the scripts' `TrainConfig(...)` meant then."""
     config = TrainConfig(**{"update_epochs": 4, "num_minibatches": 4, "learning_rate": 2e-3,
                             "clip_coef": 0.2, "ent_coef": 0.01, **fields})
-    return replace_nested(config, **{"ppo.critic": "behaviour", "ppo_kl.critic": "behaviour",
+    return with_overrides(config, {"ppo.critic": "behaviour", "ppo_kl.critic": "behaviour",
                                      "ppo_kl.target_kl": 0.01, "spo.critic": "behaviour",
                                      "vaco.delta": 0.2})
 
@@ -240,19 +239,19 @@ def test_specs_are_plain_toml_with_the_documented_folders():
 
 
 def test_run_spec_appends_new_cells_and_skips_those_in_the_csv(tmp_path, monkeypatch):
-    """run_spec runs only (env, variant) pairs the CSV lacks and appends their rows as
-    run_variant did (variant_rows of the run's metrics rows); rows already there stay."""
+    """run_spec runs only (env, variant) pairs the CSV lacks and adds their rows (the
+    schema rows of the run's metrics rows); rows already there stay, a CSV written before
+    the schema (the committed ones) read under the schema's names."""
     import experiments.common as common
-    from jaxvaco.sweep import SweepResult
+    from jaxvaco.config import to_dict
+    from jaxvaco.run_dir import write_json
+    from jaxvaco.sweep import SweepResult, cell_config
 
     spec = experiment_spec(lag_sweep.SPEC, tmp_path, envs=["CartPole-v1"],
                            algos=["ppo", "vaco"])
     csv_path = tmp_path / "lag_sweep.csv"
-    committed = {name: "" for name in FIELDS} | {"env": "CartPole-v1", "algo": "ppo",
-                                                 "variant": "ppo", "K": "0", "seed": "0"}
-    with open(csv_path, "w") as f:
-        f.write(",".join(FIELDS) + "\n" + ",".join(committed[k] for k in FIELDS) + "\n")
-    before = csv_path.read_text()
+    csv_path.write_text("env,algo,variant,K,seed,step,return,eval_greedy,filter/fraction\n"
+                        "CartPole-v1,ppo,ppo,0,0,2048,9.0,30.0,0.125\n")
     ran = []
 
     def fake_sweep(spec, control=None, only=None):
@@ -260,7 +259,9 @@ def test_run_spec_appends_new_cells_and_skips_those_in_the_csv(tmp_path, monkeyp
         for cell in only:
             ran.append(cell.label)
             cell_dir = directory / "runs" / cell.name
-            cell_dir.mkdir(parents=True)
+            cell_dir.mkdir(parents=True)  # what the runner records of the cell
+            write_json(cell_dir / "config.json", to_dict(cell_config(spec, cell)))
+            write_json(cell_dir / "runs.json", {"grid": {"lag_delay": list(cell.delays)}})
             rows = [{"run": r, "seed": s, "lag_delay": k, "env_steps": 2048, "chunk": 0,
                      "episode/return": 10.0 + r, "tv/total": 0.25, "vaco/filtered_fraction":
                      0.5, "eval/greedy_return": 20.0} for r, (k, s) in enumerate(
@@ -274,12 +275,14 @@ def test_run_spec_appends_new_cells_and_skips_those_in_the_csv(tmp_path, monkeyp
     run_spec(spec, csv_path)
     assert ran == ["vaco"]
     text = csv_path.read_text()
-    assert text.startswith(before)
-    rows = read_rows(csv_path)[1:]
+    committed, *rows = read_results(csv_path)
+    assert (committed["variant"], committed["eval/greedy_return"], committed["return"],
+            committed["ppo/clipped_fraction"]) == ("ppo", 30.0, 9.0, 0.125)
     assert len(rows) == len(spec.lag_delays) * 2
     assert {(r["env"], r["algo"], r["variant"]) for r in rows} == {("CartPole-v1", "vaco",
                                                                     "vaco")}
-    assert [int(r["K"]) for r in rows[::2]] == list(spec.lag_delays)
-    assert rows[0]["vaco/filtered_fraction"] == "0.5" and rows[0]["eval_greedy"] == "20.0"
+    assert [r["K"] for r in rows[::2]] == list(spec.lag_delays)
+    assert [r["seed"] for r in rows[:2]] == [0, 1] and rows[1]["return"] == 11.0
+    assert rows[0]["vaco/filtered_fraction"] == 0.5 and rows[0]["eval/greedy_return"] == 20.0
     run_spec(spec, csv_path)  # everything is in the CSV now: nothing runs, nothing appended
     assert ran == ["vaco"] and csv_path.read_text() == text

@@ -48,19 +48,19 @@ def test_tuning_ranks_survivors_on_every_env_and_halving_keeps_the_best(tmp_path
     """Successive halving (experiments/tune.py): the `keep` best by the ranking on the
     halving envs go on; the final ranking counts only configurations run on every env."""
     from experiments import tune
-    from jaxvaco.results import FIELDS, append_rows
+    from jaxvaco.results import write_results
 
     def row(env, config, value):
-        return {**dict.fromkeys(FIELDS, ""), "env": env, "algo": "ppo", "K": 0, "seed": 0,
-                "step": 100, "variant": f"ppo #{config}", "eval_greedy": value}
+        return {"env": env, "algo": "ppo", "K": 0, "seed": 0, "step": 100,
+                "variant": f"ppo #{config}", "eval/greedy_return": value}
 
     csv_path = tmp_path / "tuning.csv"
     greedy = {0: 100.0, 1: 500.0, 2: 300.0}  # CartPole-v1 returns of configs 0..2
-    append_rows(csv_path, [row(env, c, v if env == "CartPole-v1" else -100.0 - c)
-                           for c, v in greedy.items() for env in tune.HALVING_ENVS])
+    write_results(csv_path, [row(env, c, v if env == "CartPole-v1" else -100.0 - c)
+                             for c, v in greedy.items() for env in tune.HALVING_ENVS])
     configs = [{"config": c} for c in greedy]
     assert [c["config"] for c in tune.survivors("ppo", configs, csv_path, 2)] == [1, 2]
-    append_rows(csv_path, [row("Breakout-MinAtar", 2, 50.0)])  # only config 2 ran there
+    write_results(csv_path, [row("Breakout-MinAtar", 2, 50.0)], append=True)  # only config 2
     assert [index for _, index in tune.ranking(csv_path)["ppo"]] == [2]
     with pytest.raises(SystemExit, match="tune those envs first"):
         tune.survivors("ppo", configs + [{"config": 3}], csv_path, 2)
@@ -163,14 +163,14 @@ def test_final_table_takes_each_runs_last_evaluation_and_refuses_runs_without_an
     from experiments.fair_study import final_table
 
     def row(step, greedy, training, seed=100):
-        return {"env": "reacher", "algo": "ppo", "variant": "ppo", "K": "0", "seed": str(seed),
-                "step": str(step), "eval_greedy": greedy, "return": training}
+        return {"env": "reacher", "algo": "ppo", "variant": "ppo", "K": 0, "seed": seed,
+                "step": step, "eval/greedy_return": greedy, "return": training}
 
-    rows = [row(2048, "", "-300"), row(4096, "-120", "-150"), row(6144, "", "-140")]
+    rows = [row(2048, None, -300.0), row(4096, -120.0, -150.0), row(6144, None, -140.0)]
     assert final_table(rows) == [{"env": "reacher", "variant": "ppo", "K": 0, "seed": 100,
                                   "step": 4096, "greedy": -120.0, "training": -150.0}]
     with pytest.raises(SystemExit, match="no training episode.*--steps"):
-        final_table(rows + [row(4096, "-130", "", seed=101)])
+        final_table(rows + [row(4096, -130.0, None, seed=101)])
 
 
 def test_movement_rows_average_each_cells_logged_tv_at_the_chosen_lag_only():
@@ -185,11 +185,11 @@ def test_movement_rows_average_each_cells_logged_tv_at_the_chosen_lag_only():
                 for seed in range(3):
                     for i in range(4):
                         scale = 1.0 if k == 16 else 10.0  # K = 0 rows must not count
-                        rows.append({"env": env, "variant": variant, "K": str(k),
-                                     "tv/forward": str(scale * forward[seed, i]),
-                                     "tv/backward": str(scale * backward[seed, i])})
-            rows.append({"env": env, "variant": variant, "K": "16", "tv/forward": "",
-                         "tv/backward": ""})  # an unlogged row is skipped
+                        rows.append({"env": env, "variant": variant, "K": k,
+                                     "tv/forward": scale * forward[seed, i],
+                                     "tv/backward": scale * backward[seed, i]})
+            rows.append({"env": env, "variant": variant, "K": 16, "tv/forward": None,
+                         "tv/backward": None})  # an unlogged row is skipped
             expected[env, variant] = f"{forward.mean():.2f} / {backward.mean():.2f}"
     table_rows = movement_rows(rows, k=16)
     assert table_rows[0] == ["variant", "CartPole-v1", "Acrobot-v1"]  # the declared order

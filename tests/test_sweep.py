@@ -17,7 +17,7 @@ import pytest
 
 from jaxvaco import runner
 from jaxvaco.config import ConfigError, EvalConfig, TrainConfig, to_dict
-from jaxvaco.results import read_table
+from jaxvaco.results import load_results
 from jaxvaco.run_dir import RunControl
 from jaxvaco.sweep import SweepConfig, cell_config, cells, load_sweep_file, run_sweep
 
@@ -108,10 +108,10 @@ def test_killed_sweep_restarts_without_redoing_finished_cells(tmp_path):
     assert all(row.split("│")[3].strip() == "2" for row in rows)  # seeds
     assert (ppo / "DONE").stat().st_mtime_ns == done_time and (spo / "DONE").exists()
 
-    table = read_table(directory / "results.csv")
+    table = load_results(directory / "results.csv")
     with open(directory / "results.csv") as file:
         header = next(csv.reader(file))
-    assert header[:6] == ["env", "algo", "K", "seed", "step", "return"]
+    assert header[:7] == ["env", "algo", "variant", "K", "seed", "step", "return"]
     for column in ("eval/greedy_return", "tv/backward", "tv/forward", "tv/total",
                    "ppo/clipped_fraction", "spo/outside_fraction", "lag/iterations",
                    "iteration"):
@@ -169,8 +169,9 @@ def test_vmapped_hyperparameter_equals_the_run_alone(tmp_path):
 
 def test_sweep_refuses_changed_finished_cell(tmp_path):
     """A finished cell run with other settings is not mixed into the table."""
+    from jaxvaco.checkpoint import config_changes
     from jaxvaco.run_dir import write_json
-    from jaxvaco.sweep import cell_setup, config_changes, run_sweep
+    from jaxvaco.sweep import cell_setup, run_sweep
 
     spec = SweepConfig(name="s", results_dir=str(tmp_path), base=TrainConfig(num_envs=8))
     (cell,) = cells(spec)
@@ -296,10 +297,10 @@ def test_variant_sweep_table_and_resume(tmp_path):
     first = run_sweep(spec, control)
     names = ["CartPole-v1__behaviour-critic__K0-1", "CartPole-v1__learner-critic__K0-1"]
     assert first.ran == names and not first.failed
-    table = read_table(tmp_path / "v" / "results.csv")
+    table = load_results(tmp_path / "v" / "results.csv")
     with open(tmp_path / "v" / "results.csv") as file:
         header = next(csv.reader(file))
-    assert header[:7] == ["env", "algo", "K", "seed", "step", "return", "variant"]
+    assert header[:7] == ["env", "algo", "variant", "K", "seed", "step", "return"]
     assert set(table["algo"]) == {"ppo"}
     runs = set(zip(table["variant"], table["K"], table["seed"], strict=True))
     assert runs == {(v, k, 0) for v in ("behaviour critic", "learner critic") for k in (0, 1)}
@@ -311,7 +312,7 @@ def test_variant_sweep_table_and_resume(tmp_path):
     second = run_sweep(spec, control)
     assert second.skipped == names[:1] and second.ran == names[1:]
     assert (learner / "DONE").exists() and (learner / "metrics.jsonl").read_bytes() == metrics
-    assert read_table(tmp_path / "v" / "results.csv")["return"].tolist() == \
+    assert load_results(tmp_path / "v" / "results.csv")["return"].tolist() == \
         table["return"].tolist()
 
     changed = dataclasses.replace(spec, variants={

@@ -241,8 +241,6 @@ def plot_aggregate_intervals(
     title gives the number of seeds and that a lower optimality gap is better.  Returns the
     PNG and PDF paths.
     """
-    from matplotlib.lines import Line2D
-
     if isinstance(scores, Mapping) and all(
         isinstance(v, np.ndarray) and v.ndim == 2 for v in scores.values()
     ):
@@ -260,27 +258,11 @@ def plot_aggregate_intervals(
     for j, (ax, name) in enumerate(zip(axes, fns, strict=True)):
         for i, label in enumerate(labels):
             algo, k = parts[label]
-            lo, hi = cis[label][0, j], cis[label][1, j]
-            ax.barh(i, hi - lo, left=lo, height=0.6, color=colors[algo], alpha=0.75,
-                    label=label)
-            ax.vlines(points[label][j], i - 0.3, i + 0.3, color="k", linewidth=1.2)
-            if k is not None:
-                ax.plot(points[label][j], i, marker=markers[k], color="k",
-                        markerfacecolor="white", markersize=5, linestyle="none")
-        ax.set_yticks(range(len(labels)))
-        ax.set_yticklabels(labels if j == 0 else [])
-        ax.set_ylim(-0.6, len(labels) - 0.4)
-        ax.invert_yaxis()
-        ax.set_title(f"{name}\n(lower is better)" if name == "Optimality Gap" else name)
-        ax.grid(True, axis="x", alpha=0.3, linewidth=0.6)
-        for side in ("top", "right", "left"):
-            ax.spines[side].set_visible(False)
-        ax.tick_params(axis="y", length=0)
+            _interval_bar(ax, i, points[label][j], cis[label][:, j], colors[algo],
+                          markers.get(k), label)
+        _interval_axis(ax, name, labels, named=j == 0)
     if ks:
-        handles = [Line2D([], [], marker=markers[k], color="k", markerfacecolor="white",
-                          linestyle="none", label=f"K = {k}") for k in ks]
-        fig.legend(handles=handles, loc="outside right center", frameon=False,
-                   fontsize="small")
+        _k_legend(fig, markers)
     scale = (f"final {metric_label(metric)}: {NORMALISED_SCORE}" if normalize
              else f"final {metric_label(metric)}: raw return (not normalised)")
     fig.supxlabel(scale)
@@ -289,6 +271,40 @@ def plot_aggregate_intervals(
                  f"stratified-bootstrap CIs; {seeds_text(v.shape[0] for v in score_dict.values())}"
                  "); optimality gap: lower is better")
     return save_figure(fig, out_dir, stem)
+
+
+def _interval_bar(ax: Any, row: int, point: float, ci: np.ndarray, color: str,
+                  marker: str | None, label: str) -> None:
+    """One row of an interval panel: the CI as a bar, the point estimate as a tick, and the
+    marker of the row's K (when the label names one)."""
+    ax.barh(row, ci[1] - ci[0], left=ci[0], height=0.6, color=color, alpha=0.75, label=label)
+    ax.vlines(point, row - 0.3, row + 0.3, color="k", linewidth=1.2)
+    if marker is not None:
+        ax.plot(point, row, marker=marker, color="k", markerfacecolor="white", markersize=5,
+                linestyle="none")
+
+
+def _interval_axis(ax: Any, name: str, labels: list[str], named: bool) -> None:
+    """An interval panel's axes: its aggregate as title, one row per label (named when
+    `named`: the first panel), an x grid and no frame but the bottom."""
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels if named else [])
+    ax.set_ylim(-0.6, len(labels) - 0.4)
+    ax.invert_yaxis()
+    ax.set_title(f"{name}\n(lower is better)" if name == "Optimality Gap" else name)
+    ax.grid(True, axis="x", alpha=0.3, linewidth=0.6)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(axis="y", length=0)
+
+
+def _k_legend(fig: Any, markers: Mapping[Any, str]) -> None:
+    """The figure's legend of the markers naming K."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], marker=marker, color="k", markerfacecolor="white",
+                      linestyle="none", label=f"K = {k}") for k, marker in markers.items()]
+    fig.legend(handles=handles, loc="outside right center", frameon=False, fontsize="small")
 
 
 def plot_performance_profile(

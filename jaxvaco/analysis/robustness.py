@@ -176,20 +176,9 @@ def _bootstrap(
 
 
 def _paired_effect(
-    data: Any,
-    terms: Sequence[tuple[Any, float]],
-    lag: Any,
-    kind: str,
-    *,
-    method_key: str,
-    lag_key: str,
-    return_key: str,
-    env_key: str,
-    seed_key: str,
-    step_key: str,
-    reps: int,
-    confidence: float,
-    seed: int | None,
+    data: Any, terms: Sequence[tuple[Any, float]], lag: Any, kind: str, *, method_key: str,
+    lag_key: str, return_key: str, env_key: str, seed_key: str, step_key: str, reps: int,
+    confidence: float, seed: int | None,
 ) -> RobustnessResult:
     r"""``x[e, s] = \sum_m w_m (\mathrm{score}_m[e, s](K) - \mathrm{score}_m[e, s](0))`` over
     ``terms = [(m, w_m), ...]``, paired over the seeds present in every needed cell."""
@@ -199,6 +188,43 @@ def _paired_effect(
     method_col = [python_scalar(v) for v in cols[method_key]]
     lag_col = [python_scalar(v) for v in cols[lag_key]]
     methods = list(dict.fromkeys(m for m, _ in terms))
+    _check_lags_run(methods, method_col, lag_col, lag, method_key, lag_key)
+    keep = np.asarray([mm in methods and k in (lag, 0)
+                       for mm, k in zip(method_col, lag_col, strict=True)])
+    sub = {c: v[keep] for c, v in cols.items()}
+    final = _final_returns(sub, [env_key, method_key, lag_key, seed_key], return_key, step_key)
+    cells = [(m, k) for m in methods for k in dict.fromkeys((lag, 0))]
+
+    diffs: dict[Any, np.ndarray] = {}
+    dropped: list[Any] = []
+    unpaired: dict[Any, tuple[Any, ...]] = {}
+    for (env,) in row_groups(cols, [env_key]):
+        seeds_by_cell = [{s for (e, mm, k, s) in final if (e, mm, k) == (env, m, kk)}
+                         for m, kk in cells]
+        paired = sorted(set.intersection(*seeds_by_cell), key=_sort_key)
+        lone = sorted(set.union(*seeds_by_cell) - set(paired), key=_sort_key)
+        if lone:
+            unpaired[env] = tuple(lone)
+        if paired:
+            diffs[env] = _weighted_change(final, env, terms, lag, paired)
+        else:
+            dropped.append(env)
+    if not diffs:
+        raise ValueError(
+            f"no env has a seed run in all of the cells {cells} ({method_key}, {lag_key}); "
+            f"nothing can be paired (envs: {dropped}; unpaired seeds: {unpaired})")
+
+    point, ci, per_env = _bootstrap(diffs, reps, confidence, seed)
+    scale = {env: NORMALISED if env in REFERENCE_SCORES else RAW for env in diffs}
+    return RobustnessResult(kind=kind, methods=tuple(methods), lag=lag, point=point, ci=ci,
+                            per_env=per_env, scale=scale, dropped_envs=tuple(dropped),
+                            unpaired_seeds=unpaired, confidence=confidence, reps=reps,
+                            seed=seed)
+
+
+def _check_lags_run(methods: Sequence[Any], method_col: list, lag_col: list, lag: Any,
+                    method_key: str, lag_key: str) -> None:
+    """ValueError unless every method of `methods` ran at K = 0 and at `lag`."""
     for m in methods:
         if m not in method_col:
             have = sorted({str(v) for v in method_col})
@@ -212,44 +238,16 @@ def _paired_effect(
             raise ValueError(f"lag {lag_key}={lag!r} not run for method {m!r}; "
                              f"its {lag_key} values are {lags}")
 
-    keep = np.asarray([mm in methods and k in (lag, 0)
-                       for mm, k in zip(method_col, lag_col, strict=True)])
-    sub = {c: v[keep] for c, v in cols.items()}
-    keys = [env_key, method_key, lag_key, seed_key]
-    final = _final_returns(sub, keys, return_key, step_key)
-    cells = [(m, k) for m in methods for k in dict.fromkeys((lag, 0))]
 
-    diffs: dict[Any, np.ndarray] = {}
-    scale: dict[Any, str] = {}
-    dropped: list[Any] = []
-    unpaired: dict[Any, tuple[Any, ...]] = {}
-    for (env,) in row_groups(cols, [env_key]):
-        seeds_by_cell = [{s for (e, mm, k, s) in final if (e, mm, k) == (env, m, kk)}
-                         for m, kk in cells]
-        paired = sorted(set.intersection(*seeds_by_cell), key=_sort_key)
-        lone = sorted(set.union(*seeds_by_cell) - set(paired), key=_sort_key)
-        if lone:
-            unpaired[env] = tuple(lone)
-        if not paired:
-            dropped.append(env)
-            continue
-        x = np.zeros(len(paired))
-        for m, w in terms:
-            at_k = np.asarray([_score(env, final[(env, m, lag, s)])[0] for s in paired])
-            at_0 = np.asarray([_score(env, final[(env, m, 0, s)])[0] for s in paired])
-            x += w * (at_k - at_0)
-        diffs[env] = x
-        scale[env] = NORMALISED if env in REFERENCE_SCORES else RAW
-    if not diffs:
-        raise ValueError(
-            f"no env has a seed run in all of the cells {cells} ({method_key}, {lag_key}); "
-            f"nothing can be paired (envs: {dropped}; unpaired seeds: {unpaired})")
-
-    point, ci, per_env = _bootstrap(diffs, reps, confidence, seed)
-    return RobustnessResult(kind=kind, methods=tuple(methods), lag=lag, point=point, ci=ci,
-                            per_env=per_env, scale=scale, dropped_envs=tuple(dropped),
-                            unpaired_seeds=unpaired, confidence=confidence, reps=reps,
-                            seed=seed)
+def _weighted_change(final: dict, env: Any, terms: Sequence[tuple[Any, float]], lag: Any,
+                     seeds: Sequence[Any]) -> np.ndarray:
+    """Per seed of `seeds`, sum over `terms` of w_m (score_m(lag) − score_m(0)) on `env`."""
+    x = np.zeros(len(seeds))
+    for m, w in terms:
+        at_k = np.asarray([_score(env, final[(env, m, lag, s)])[0] for s in seeds])
+        at_0 = np.asarray([_score(env, final[(env, m, 0, s)])[0] for s in seeds])
+        x += w * (at_k - at_0)
+    return x
 
 
 def retention(
