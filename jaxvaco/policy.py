@@ -538,7 +538,7 @@ def record_episode(policy: Policy, key: jax.Array, greedy: bool = True,
     a run's evaluation key and episode count: that evaluation's episode 0), its states kept
     (`jaxvaco.train.evaluate_episodes`)."""
     from jaxvaco.envs import make_env
-    from jaxvaco.train import evaluate_episodes
+    from jaxvaco.evaluation import evaluate_episodes
 
     config = policy.config
     env = make_env(config.env, num_envs, brax_backend=config.brax_backend)

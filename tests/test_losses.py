@@ -38,15 +38,16 @@ def random_policy_inputs(seed, spread=0.3):
     return logp, logp_learner, logp_behaviour, advantages
 
 
-def make_batch(logp_learner, logp_behaviour, **fields):
-    shape = logp_learner.shape
+def make_batch(logp_anchor, logp_behaviour, **fields):
+    """A batch whose ratio's anchor is `logp_anchor` (log π_T or log β, as the estimate
+    stage would choose it: tests/test_stages.py)."""
+    shape = logp_anchor.shape
     zeros = jnp.zeros(shape, jnp.float32)
     defaults = dict(
         obs=jnp.zeros(shape + (4,), jnp.float32), actions=jnp.zeros(shape, jnp.int32),
-        logp_behaviour=f32(logp_behaviour), values=zeros, next_values=zeros, rewards=zeros,
+        logp_behaviour=f32(logp_behaviour), logp_anchor=f32(logp_anchor), rewards=zeros,
         terminated=jnp.zeros(shape, bool), truncated=jnp.zeros(shape, bool),
-        final_obs=jnp.zeros(shape + (4,), jnp.float32), logp_learner=f32(logp_learner),
-        advantages=zeros, targets=zeros)
+        final_obs=jnp.zeros(shape + (4,), jnp.float32), advantages=zeros, targets=zeros)
     defaults.update(fields)
     return Batch(**defaults)
 
@@ -90,9 +91,9 @@ def test_ppo_policy_loss_clips_on_its_anchor(anchor):
     hp = hyperparams_from_config(config)
     algo = ppo.make(config)
     assert algo.needs_learner_batch == (anchor == "learner")  # the recorded critic needs none
-    batch = make_batch(logp_learner, logp_behaviour)
-    ref, clipped, grad = ppo_reference(logp, logp_learner if anchor == "learner"
-                                       else logp_behaviour, adv, EPS)
+    logp_anchor = logp_learner if anchor == "learner" else logp_behaviour
+    batch = make_batch(logp_anchor, logp_behaviour)
+    ref, clipped, grad = ppo_reference(logp, logp_anchor, adv, EPS)
     loss_fn = lambda lp: algo.policy_loss(lp, f32(adv), batch, hp, {}, jnp.mean)
     (loss, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(f32(logp))
     close(loss, np.mean(ref))
@@ -201,20 +202,23 @@ def test_tv_filter_mask(seed):
     assert 0 < moving_away.sum() < moving_away.size
     # batch, D ≥ δ: every sample moving away is dropped
     for delta in (0.9 * d, d * (1 - 1e-4)):
-        mask = np.asarray(vaco.tv_filter_mask(f32(log_ratio), f32(adv), f32(delta), "batch"))
+        mask = np.asarray(primitives.tv_filter_mask(f32(log_ratio), f32(adv), f32(delta),
+                                                    "batch"))
         np.testing.assert_array_equal(mask, ~moving_away)
     # batch, D < δ: nothing is dropped
-    mask = np.asarray(vaco.tv_filter_mask(f32(log_ratio), f32(adv), f32(1.1 * d), "batch"))
+    mask = np.asarray(primitives.tv_filter_mask(f32(log_ratio), f32(adv), f32(1.1 * d),
+                                                "batch"))
     assert mask.all()
     # sample: a per-sample band
     delta = 0.15
     expected = vaco_mask_reference(log_ratio, adv, delta, "sample")
     # some moving-away samples are dropped, others are inside the band and kept
     assert 0 < (~expected).sum() < moving_away.sum()
-    mask = np.asarray(vaco.tv_filter_mask(f32(log_ratio), f32(adv), f32(delta), "sample"))
+    mask = np.asarray(primitives.tv_filter_mask(f32(log_ratio), f32(adv), f32(delta),
+                                                "sample"))
     np.testing.assert_array_equal(mask, expected)
     # none: keep all
-    mask = np.asarray(vaco.tv_filter_mask(f32(log_ratio), f32(adv), f32(1e-6), "none"))
+    mask = np.asarray(primitives.tv_filter_mask(f32(log_ratio), f32(adv), f32(1e-6), "none"))
     assert mask.all()
 
 
@@ -234,7 +238,7 @@ def test_vaco_policy_loss(anchor, kind, delta_case):
     hp = hyperparams_from_config(config)
     algo = vaco.make(config)
     assert algo.anchor == anchor
-    batch = make_batch(logp_learner, logp_behaviour)
+    batch = make_batch(anchor_logp, logp_behaviour)
     m = vaco_mask_reference(logp - anchor_logp, adv, delta, kind)
     if kind == "batch" and delta_case == "above":
         assert not m.all()
@@ -283,7 +287,7 @@ def test_vaco_sample_filter_gradient_equals_ppo_clip(seed):
     ppo_config = config_with(clip_coef=EPS, ppo=PPOConfig(anchor="behaviour"))
     vaco_config = config_with(algo="vaco", vaco=VacoConfig(delta=EPS / 2, filter="sample",
                                                            anchor="behaviour"))
-    batch = make_batch(logp_learner, logp_behaviour)
+    batch = make_batch(logp_behaviour, logp_behaviour)
     grads = []
     for config, make in ((ppo_config, ppo.make), (vaco_config, vaco.make)):
         hp = hyperparams_from_config(config)
@@ -297,18 +301,20 @@ def test_vaco_sample_filter_gradient_equals_ppo_clip(seed):
 
 
 def test_impala_policy_loss():
-    logp, logp_learner, logp_behaviour, adv = random_policy_inputs(7)
+    logp, _, logp_behaviour, adv = random_policy_inputs(7)
     config = config_with(algo="impala")
     hp = hyperparams_from_config(config)
     algo = impala.make(config)
-    assert algo.recompute_vtrace
-    fn = lambda lp: algo.policy_loss(lp, f32(adv), make_batch(logp_learner, logp_behaviour),
-                                     hp, {}, jnp.mean)[0]
+    # no per-iteration estimate: Â and v_t come from the per-minibatch V-trace
+    assert algo.estimator == "none" and algo.minibatch_targets is impala.current_vtrace
+    assert not algo.needs_learner_batch and algo.importance_weight == "none"
+    batch = make_batch(logp_behaviour, logp_behaviour)
+    fn = lambda lp: algo.policy_loss(lp, f32(adv), batch, hp, {}, jnp.mean)[0]
     loss, g = jax.value_and_grad(fn)(f32(logp))
     close(loss, -np.mean(logp * adv))
     close(g, -adv / logp.size)
-    assert algo.policy_loss(f32(logp), f32(adv), make_batch(logp_learner, logp_behaviour),
-                            hp, {}, jnp.mean)[1] == {}  # no constraint, no fraction metric
+    assert algo.policy_loss(f32(logp), f32(adv), batch, hp, {},
+                            jnp.mean)[1] == {}  # no constraint, no fraction metric
 
 
 # --------------------------------------------------------------------------- total loss
@@ -350,17 +356,15 @@ def network_setup():
         terminated=terminated, truncated=truncated, rewards=rng.normal(size=(T, N)),
         values=np.asarray(values, np.float64), next_values=next_values, logp=logp,
         entropy=entropy, logp_behaviour=logp_behaviour,
-        logp_learner=logp + rng.normal(size=(T, N)) * 0.2,
         advantages=rng.normal(size=(T, N)), targets=rng.normal(size=(T, N)) * 2)
 
 
 def network_batch(s):
     return Batch(
         obs=f32(s["obs"]), actions=jnp.asarray(s["actions"], jnp.int32),
-        logp_behaviour=f32(s["logp_behaviour"]), values=f32(s["values"] + 1.0),
-        next_values=f32(s["next_values"] - 1.0), rewards=f32(s["rewards"]),
-        terminated=jnp.asarray(s["terminated"]), truncated=jnp.asarray(s["truncated"]),
-        final_obs=f32(s["final_obs"]), logp_learner=f32(s["logp_learner"]),
+        logp_behaviour=f32(s["logp_behaviour"]), logp_anchor=f32(s["logp_behaviour"]),
+        rewards=f32(s["rewards"]), terminated=jnp.asarray(s["terminated"]),
+        truncated=jnp.asarray(s["truncated"]), final_obs=f32(s["final_obs"]),
         advantages=f32(s["advantages"]), targets=f32(s["targets"]))
 
 
@@ -408,7 +412,7 @@ def test_total_loss_approx_kl_estimates_kl_behaviour_to_policy():
     def apply_fn(params, obs, method=None):
         return distrax.Categorical(logits=logits), jnp.zeros(shape, jnp.float32)
 
-    batch = make_batch(np.zeros(shape), np.log(q[actions]),
+    batch = make_batch(np.log(q[actions]), np.log(q[actions]),
                        actions=jnp.asarray(actions, jnp.int32),
                        obs=jnp.zeros(shape + (1,), jnp.float32))
     config = config_with()
@@ -429,8 +433,8 @@ def test_total_loss_impala_recomputes_vtrace(network_setup):
                          gae_lambda=lam, impala=VtraceConfig(rho_bar=rho_bar, c_bar=c_bar))
     hp = hyperparams_from_config(config)
     algo = impala.make(config)
-    # the stale batch fields (values, next_values, advantages, targets) must not be used
-    batch = network_batch(s)
+    # no per-iteration Â and v_t, as the estimate stage leaves them for IMPALA
+    batch = network_batch(s).replace(advantages=None, targets=None)
     adv, vs = vtrace_reference(s["rewards"], s["values"], s["next_values"], s["terminated"],
                                s["truncated"], s["logp"] - s["logp_behaviour"], gamma, lam,
                                rho_bar, c_bar)

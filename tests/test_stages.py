@@ -12,6 +12,7 @@ import dataclasses
 
 import distrax
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -23,18 +24,11 @@ from jaxvaco.algos.common import total_loss
 from jaxvaco.config import LagConfig, PPOConfig, TrainConfig, VacoConfig
 from jaxvaco.envs import make_env
 from jaxvaco.hparams import hyperparams_from_config
+from jaxvaco.learner import LearnerView, estimate, learner_view
 from jaxvaco.networks import make_network
-from jaxvaco.train import (
-    LearnerView,
-    Rollout,
-    Setup,
-    collect,
-    estimate,
-    init_state,
-    lag_model,
-    learner_view,
-    select_behaviour,
-)
+from jaxvaco.rollout import Rollout, collect, lag_model, select_behaviour
+from jaxvaco.train import init_state
+from jaxvaco.train_state import Setup
 
 T, N, OBS = 12, 6, 4
 RHO_BAR = 1.2
@@ -81,7 +75,7 @@ def reference_estimate(traj, view, behaviour_next, critic, estimator, placement)
     else:
         values, next_values = np64(traj.values), np64(behaviour_next)
     ends = (np.asarray(traj.terminated), np.asarray(traj.truncated))
-    log_ratio = np64(view.logp) - np64(traj.logp)
+    log_ratio = np64(view.logp_learner) - np64(traj.logp)
     rho = np.minimum(RHO_BAR, np.exp(log_ratio))
     gamma, lam = 0.99, 0.95
     if estimator == "gae":
@@ -128,6 +122,9 @@ def test_estimate_applies_the_importance_weight_once(inputs, name):
                                                options.advantages, placement)
     close(batch.advantages, adv, TOL)
     close(batch.targets, targets, TOL)
+    anchor = view.logp_learner if options.anchor == "learner" else traj.logp
+    np.testing.assert_array_equal(batch.logp_anchor, anchor)
+    np.testing.assert_array_equal(batch.logp_behaviour, traj.logp)
     assert (batch.pg_weights is None) == (weights is None)
     if weights is not None:
         close(batch.pg_weights, weights, TOL)
@@ -159,10 +156,44 @@ def test_decoupled_ppo_policy_loss_matches_numpy(inputs, name):
                                          options.advantages, placement)
     adv = (adv - adv.mean()) / (adv.std() + 1e-8)
     weights = np.ones_like(adv) if weights is None else weights
-    anchor = view.logp if options.anchor == "learner" else traj.logp
+    anchor = view.logp_learner if options.anchor == "learner" else traj.logp
     r = np.exp(logp - np.asarray(anchor, np.float64))
     surrogate = np.minimum(r * adv, np.clip(r, 0.8, 1.2) * adv)
     close(metrics["loss/policy"], -np.mean(weights * surrogate), tol=1e-4)
+
+
+def primitive_names(jaxpr) -> set[str]:
+    """The primitives of a jaxpr, nested programs (jit, scan, cond bodies) included."""
+    names = {eqn.primitive.name for eqn in jaxpr.eqns}
+    for sub in jax.extend.core.subjaxprs(jaxpr):
+        names |= primitive_names(sub)
+    return names
+
+
+def test_impala_estimate_computes_nothing_it_would_discard(inputs):
+    """IMPALA recomputes Â and v_t at every minibatch (`impala.current_vtrace`), so its
+    per-iteration estimate is empty: no advantages, targets or weights, and a program with
+    no estimator scan and no network evaluation, where PPO's (GAE on the recorded critic)
+    has GAE's backward scan and V_β(s')."""
+    params, traj, view, _ = inputs
+    programs = {}
+    for algo in ("impala", "ppo"):
+        config = dataclasses.replace(TrainConfig(num_envs=N, num_steps=T), algo=algo,
+                                     ppo=PPOConfig(critic="behaviour"))
+        setup, hp = setup_for(config), hyperparams_from_config(config)
+        assert not setup.algorithm.needs_learner_batch
+        plain_view = LearnerView(None, None, None, view.metric_logp)
+        batch = estimate(setup, traj, params, plain_view, hp)
+        jaxpr = jax.make_jaxpr(lambda t, s=setup, h=hp, v=plain_view: estimate(s, t, params,
+                                                                                v, h))(traj)
+        programs[algo] = (batch, primitive_names(jaxpr.jaxpr))
+    batch, names = programs["impala"]
+    assert batch.advantages is None and batch.targets is None and batch.pg_weights is None
+    assert batch.logp_anchor is traj.logp
+    close(batch.rewards, np.asarray(traj.rewards), TOL)  # reward_scale 1
+    assert names == {"mul"}, names  # the reward scaling alone
+    _, ppo_names = programs["ppo"]
+    assert {"scan", "dot_general"} <= ppo_names, ppo_names
 
 
 # ------------------------------------------------------------------- the other stages
@@ -217,7 +248,9 @@ def test_learner_view_recomputes_only_what_the_algorithm_reads():
     setup, state = cartpole_setup()
     _, _, traj = collect(setup, state, state.params, jax.random.PRNGKey(2))
     plain = learner_view(setup, state.params, traj)
-    assert plain.values is None and plain.logp is traj.logp  # K = 0: β = π_T exactly
+    assert plain.values is None and plain.logp_learner is None  # not read: not computed
+    # K = 0: β = π_T exactly, so the TV metrics read the recorded log β
+    np.testing.assert_array_equal(plain.metric_logp, traj.logp[:, setup.metric_envs])
     critic_setup, _ = cartpole_setup(ppo=PPOConfig(critic="learner"))
     view = learner_view(critic_setup, state.params, traj)
     _, values = setup.network.apply(state.params, traj.obs)

@@ -24,9 +24,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxvaco.estimators import vtrace
+from jaxvaco.estimators import Targets
 from jaxvaco.hparams import Hyperparams
-from jaxvaco.primitives import k3
+from jaxvaco.primitives import BatchMean, k3, weight_placement
 
 
 @struct.dataclass
@@ -36,50 +36,48 @@ class Batch:
     obs: jax.Array  # observations the actors acted on (normalised if enabled)
     actions: jax.Array
     logp_behaviour: jax.Array  # log β(a|s), recorded at collection time
-    values: jax.Array  # V(s) of the algorithm's critic (recorded V_β or the learner's V_T)
-    next_values: jax.Array  # V(s') of that critic, s' the observation after the step
-    rewards: jax.Array
+    logp_anchor: jax.Array  # log of the ratio's denominator: log π_T or log β (`anchor`)
+    rewards: jax.Array  # scaled by `reward_scale`
     terminated: jax.Array
     truncated: jax.Array
-    final_obs: jax.Array  # s'
-    logp_learner: jax.Array  # log π_T(a|s) of the learner at the iteration's start
-    advantages: jax.Array  # per-iteration estimate (frozen for the epochs)
-    targets: jax.Array  # per-iteration value targets
+    final_obs: jax.Array  # s', the observation after the step (before any reset)
+    advantages: jax.Array | None  # per-iteration Â (frozen for the epochs); None: no estimate
+    targets: jax.Array | None  # per-iteration value targets v_t; None: no estimate
     pg_weights: jax.Array | None = None  # ρ_t applied after normalisation; None = 1
 
-
-BatchMean = Callable[[jax.Array], jax.Array]
-"""The mean of a per-sample array over the whole minibatch: `jnp.mean` on one device; when
-a minibatch is spread over devices, the trainer passes the mean over all of them. The
-losses' only collective: a loss's own `jnp.mean` is this device's, whose gradient the
-trainer averages over the devices."""
 
 PolicyLoss = Callable[
     [jax.Array, jax.Array, Batch, Hyperparams, dict, BatchMean],
     tuple[jax.Array, dict[str, jax.Array]],
 ]
 
+MinibatchTargets = Callable[[jax.Array, jax.Array, jax.Array, Batch, Hyperparams], Targets]
+"""(log π_θ(a|s), V_θ(s), V_θ(s'), minibatch, hp) -> (Â, v_t) from the parameters being
+optimised, recomputed at every minibatch (IMPALA)."""
+
 
 class Algorithm(NamedTuple):
     """An algorithm as a composition: critic × estimator × anchor × policy objective.
 
     The first three are read by the trainer's per-iteration estimate step
-    (`jaxvaco.train.estimate`); the objective is `policy_loss`. PPO, VACO and every cell of
-    the lag ablation are such records (`from_options`), not separate code paths.
+    (`jaxvaco.learner.estimate`); the objective is `policy_loss`. PPO, VACO and every cell
+    of the lag ablation are such records (`from_options`), not separate code paths.
     """
 
     name: str
     policy_loss: PolicyLoss
     critic: str = "behaviour"
-    """Values behind Â and v_t: "behaviour" (recorded V_β) or "learner" (V_T, recomputed)."""
+    """Values behind Â and v_t: "behaviour" (recorded V_β), "learner" (V_T, recomputed once
+    per iteration) or "current" (V_θ at every minibatch, by `minibatch_targets`)."""
     estimator: str = "gae"
-    """"gae" or "vtrace" (ratios π_T/β)."""
+    """"gae", "vtrace" (ratios π_T/β), or "none": no per-iteration estimate, the
+    algorithm's `minibatch_targets` supplies Â and v_t."""
     anchor: str = "behaviour"
     """Denominator of the objective's ratio: "behaviour" (β) or "learner" (π_T)."""
     advantage_form: str = "weighted"
     """Anchor π_T with V-trace: "weighted" (ρ inside Â) or "normalize_then_weight"."""
-    recompute_vtrace: bool = False
-    """IMPALA: recompute V-trace with the current π_θ and V_θ at every minibatch."""
+    minibatch_targets: MinibatchTargets | None = None
+    """Per-minibatch hook replacing the batch's Â and v_t (IMPALA's V-trace with π_θ, V_θ)."""
     init_state: Callable[[Hyperparams], dict] = lambda hp: {}
     update_state: Callable[[dict, dict, Hyperparams], dict] = lambda state, metrics, hp: state
 
@@ -90,19 +88,12 @@ class Algorithm(NamedTuple):
 
     @property
     def importance_weight(self) -> str:
-        """Where ρ_t = min(ρ̄, π_T/β) enters, so the β → π_θ correction is applied once.
-
-        "none": anchor β, the objective's ratio π_θ/β already carries the whole correction;
-        "inside": V-trace's weighted Â_t = ρ_t·(q_t − V(s_t)), then normalisation;
-        "after_normalization": Â is normalised, then multiplied by ρ_t (`Batch.pg_weights`);
-        with GAE this is decoupled PPO's weight (Hilton et al. 2021), with V-trace the
-        normalise-then-weight form [ours].
-        """
-        if self.anchor == "behaviour":
-            return "none"
-        if self.estimator == "vtrace" and self.advantage_form == "weighted":
-            return "inside"
-        return "after_normalization"
+        """Where ρ_t = min(ρ̄, π_T/β) enters (`primitives.weight_placement`): "none" with
+        anchor β, "inside" V-trace's weighted Â with anchor π_T, else
+        "after_normalization" (`Batch.pg_weights`): with GAE decoupled PPO's weight
+        (Hilton et al. 2021), with V-trace the normalise-then-weight form [ours]."""
+        weighted_vtrace = self.estimator == "vtrace" and self.advantage_form == "weighted"
+        return weight_placement(self.anchor, rho_in_advantages=weighted_vtrace)
 
 
 def from_options(name: str, policy_loss: PolicyLoss, options, anchor: str = "behaviour",
@@ -113,9 +104,10 @@ def from_options(name: str, policy_loss: PolicyLoss, options, anchor: str = "beh
                      advantage_form=options.advantage_form, **rest)
 
 
-def anchor_logp(batch: Batch, anchor: str) -> jax.Array:
-    """log of the ratio's denominator: log π_T ("learner") or the recorded log β."""
-    return batch.logp_learner if anchor == "learner" else batch.logp_behaviour
+def check_policy_inputs(logp: jax.Array, advantages: jax.Array, batch: Batch) -> None:
+    """A policy loss's entry check: log π_θ, Â and the batch's log-probs are [T, N]."""
+    chex.assert_rank(logp, 2)
+    chex.assert_equal_shape([logp, advantages, batch.logp_behaviour, batch.logp_anchor])
 
 
 def normalize_advantages(advantages: jax.Array, batch_mean: BatchMean = jnp.mean
@@ -138,23 +130,20 @@ def total_loss(
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """The loss of one minibatch and its metrics.
 
-    `batch_mean` (`BatchMean`) serves the minibatch-wide advantage normalisation and the
-    policy loss; the loss itself is this device's mean, whose gradient the trainer
-    averages over the devices.
+    Â and v_t are the batch's (the per-iteration estimate), or the algorithm's
+    `minibatch_targets` of the current π_θ, V_θ. `batch_mean` (`BatchMean`) serves the
+    minibatch-wide advantage normalisation and the policy loss; the loss itself is this
+    device's mean, whose gradient the trainer averages over the devices.
     """
-    chex.assert_equal_shape([batch.rewards, batch.advantages, batch.targets,
-                             batch.logp_behaviour, batch.logp_learner])
+    chex.assert_equal_shape([batch.rewards, batch.logp_behaviour, batch.logp_anchor])
     pi, values = apply_fn(params, batch.obs)
     logp = pi.log_prob(batch.actions)
-    advantages, targets = batch.advantages, batch.targets
-    if algo.recompute_vtrace:
+    if algo.minibatch_targets is None:
+        advantages, targets = batch.advantages, batch.targets
+    else:
         next_values = apply_fn(params, batch.final_obs, method="value")
-        advantages, targets = vtrace(
-            batch.rewards, jax.lax.stop_gradient(values), jax.lax.stop_gradient(next_values),
-            batch.terminated, batch.truncated,
-            jax.lax.stop_gradient(logp) - batch.logp_behaviour,
-            hp.gamma, hp.gae_lambda, hp.rho_bar, hp.c_bar,
-        )
+        advantages, targets = algo.minibatch_targets(logp, values, next_values, batch, hp)
+    chex.assert_equal_shape([batch.rewards, values, advantages, targets])
     if norm_adv:
         advantages = normalize_advantages(advantages, batch_mean)
     if batch.pg_weights is not None:

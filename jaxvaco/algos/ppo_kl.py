@@ -1,4 +1,4 @@
-"""PPO with a KL penalty instead of the clip (Schulman et al. 2017, §4).
+"""PPO with a KL penalty instead of the clip [paper: Schulman et al. 2017, §4] (spec §3).
 
     r = π_θ(a|s) / β(a|s)
     L_pg = −mean(r·Â) + c_kl·KL̂(β‖π_θ),   KL̂ = mean((r − 1) − log r)
@@ -11,10 +11,11 @@ mean estimate, c_kl ← c_kl/2 if KL < d/1.5 and c_kl ← 2·c_kl if KL > 1.5·d
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.algos.common import Algorithm, Batch, from_options
+from jaxvaco.algos.common import Algorithm, Batch, check_policy_inputs, from_options
 from jaxvaco.config import TrainConfig
 from jaxvaco.hparams import Hyperparams
 from jaxvaco.primitives import k3
@@ -24,6 +25,7 @@ def kl_penalized_surrogate(
     logp: jax.Array, logp_behaviour: jax.Array, advantages: jax.Array, kl_coef: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
     """(−mean(r·Â) + c_kl·KL̂, KL̂)."""
+    chex.assert_equal_shape([logp, logp_behaviour, advantages])
     log_ratio = logp - logp_behaviour
     kl = jnp.mean(k3(log_ratio))
     return -jnp.mean(jnp.exp(log_ratio) * advantages) + kl_coef * kl, kl
@@ -41,6 +43,7 @@ def make(config: TrainConfig) -> Algorithm:
 
     def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state,
                     batch_mean):
+        check_policy_inputs(logp, advantages, batch)
         loss, kl = kl_penalized_surrogate(logp, batch.logp_behaviour, advantages,
                                           algo_state["kl_coef"])
         return loss, {"kl/estimate": kl, "kl/coef": algo_state["kl_coef"]}

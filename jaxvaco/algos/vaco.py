@@ -10,10 +10,10 @@ updates (`--vaco.critic learner --vaco.advantages vtrace`). `--vaco.advantages g
 default] recomputes only the critic (GAE with V_T); `--vaco.critic behaviour` turns
 alignment off (filter only). The alignment itself is the trainer's per-iteration estimate
 step, as for every algorithm; the importance weight ρ_t = min(ρ̄, π_T/β) enters once, and
-only with anchor π_T (`Algorithm.importance_weight`).
+only with anchor π_T (`primitives.weight_placement`).
 
 Filter [paper: drop per-sample gradients predicted to increase TV beyond δ = 0.2]; our
-form [ours]:
+form [ours] (`primitives.tv_filter_mask`):
 
     r_i = π_θ(a_i|s_i) / anchor(a_i|s_i)      anchor = π_T ("learner") or β ("behaviour")
     tv_i = ½·|r_i − 1|,   D = mean_i tv_i   (over the whole minibatch: `batch_mean`)
@@ -27,38 +27,22 @@ No clip and no min(): a kept sample contributes its full importance-weighted gra
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.algos.common import Algorithm, Batch, BatchMean, anchor_logp, from_options
+from jaxvaco.algos.common import Algorithm, Batch, check_policy_inputs, from_options
 from jaxvaco.config import TrainConfig
 from jaxvaco.hparams import Hyperparams
-from jaxvaco.primitives import half_abs_deviation, removed_gradient
-
-
-def tv_filter_mask(
-    log_ratio: jax.Array, advantages: jax.Array, delta: jax.Array, kind: str,
-    batch_mean: BatchMean = jnp.mean,
-) -> jax.Array:
-    """m_i ∈ {0, 1}: 0 where the sample's gradient would push TV beyond δ.
-
-    `batch_mean` makes D minibatch-wide when the minibatch is spread over devices.
-    """
-    tv = half_abs_deviation(log_ratio)
-    if kind == "batch":
-        exceeded = jnp.broadcast_to(batch_mean(tv) >= delta, tv.shape)
-    elif kind == "sample":
-        exceeded = tv >= delta
-    else:
-        exceeded = jnp.zeros(tv.shape, bool)
-    return ~removed_gradient(jnp.exp(log_ratio), advantages, exceeded)
+from jaxvaco.primitives import BatchMean, tv_filter_mask
 
 
 def filtered_surrogate(
     logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Array, delta: jax.Array, kind: str,
     batch_mean: BatchMean = jnp.mean,
 ) -> tuple[jax.Array, jax.Array]:
-    """(−mean(sg(m)·r·Â), m)."""
+    """(−mean(sg(m)·r·Â), m), r = exp(logp − logp_anchor), m = `tv_filter_mask`."""
+    chex.assert_equal_shape([logp, logp_anchor, advantages])
     log_ratio = logp - logp_anchor
     mask = jax.lax.stop_gradient(tv_filter_mask(log_ratio, advantages, delta, kind,
                                                 batch_mean))
@@ -69,8 +53,9 @@ def make(config: TrainConfig) -> Algorithm:
     options = config.vaco
 
     def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state, batch_mean):
-        loss, mask = filtered_surrogate(logp, anchor_logp(batch, options.anchor), advantages,
-                                         hp.delta, options.filter, batch_mean)
+        check_policy_inputs(logp, advantages, batch)
+        loss, mask = filtered_surrogate(logp, batch.logp_anchor, advantages, hp.delta,
+                                        options.filter, batch_mean)
         return loss, {"vaco/filtered_fraction": 1.0 - mask.mean()}
 
     return from_options("vaco", policy_loss, options, anchor=options.anchor)

@@ -19,16 +19,17 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.algos.vaco import tv_filter_mask
 from jaxvaco.primitives import (
+    AnchorTerms,
+    anchor_terms,
     clipped_surrogate,
     half_abs_deviation,
     k3,
     masked_mean,
     truncated_importance_weight,
+    tv_filter_mask,
+    weight_placement,
 )
-
-AGGREGATIONS = ("token", "sequence", "constant")
 
 
 def group_advantages(rewards: jax.Array, group_size: int, eps: float = 1e-6,
@@ -88,6 +89,17 @@ def is_weight(logp_learner: jax.Array, logp_behaviour: jax.Array,
     return truncated_importance_weight(logp_learner - logp_behaviour, rho_bar)
 
 
+def token_anchor(anchor: str, corrected: bool, logp_behaviour: jax.Array,
+                 logp_learner: jax.Array, rho_bar: float) -> AnchorTerms:
+    """(log of the ratio's denominator, per-token weights or None) [B, T−1]: the RL
+    trainer's rule (`primitives.weight_placement`, `primitives.anchor_terms`) with the
+    group-normalised Â, which carries no ρ: anchor β without weights; anchor π_T with
+    w_t = min(ρ̄, π_T/β) after the group normalisation (`is_weight`), or without it where
+    `corrected` is False (token-level VACO's `vaco_weight = "none"`)."""
+    placement = weight_placement(anchor, rho_in_advantages=False, corrected=corrected)
+    return anchor_terms(anchor, placement, logp_behaviour, logp_learner, rho_bar)
+
+
 def grpo_policy_loss(logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Array,
                      valid: jax.Array, clip_eps: float, agg: str = "token",
                      weights: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
@@ -97,9 +109,9 @@ def grpo_policy_loss(logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Ar
 
     with A_t = Â, the completion's advantage on each of its tokens, or A_t = w_t·Â with
     `weights` (mean_v, or `aggregate(·, agg)`). Anchor β (GRPO), no weights; or anchor π_T
-    with w_t = min(ρ̄, π_T/β) (`is_weight`): decoupled clip [paper: Hilton et al. 2021],
+    with w_t = min(ρ̄, π_T/β) (`token_anchor`): decoupled clip [paper: Hilton et al. 2021],
     w·min(r·Â, clip(r)·Â) = min(r·wÂ, clip(r)·wÂ) for w ≥ 0, as the RL trainer's anchor-π_T
-    PPO (`Algorithm.importance_weight`, "after_normalization").
+    PPO (`primitives.weight_placement`, "after_normalization").
     Returns (L, clip fraction): the share of valid tokens whose gradient the clip removes.
     """
     chex.assert_rank([logp, advantages], [2, 1])
@@ -115,7 +127,7 @@ def token_filter_mask(log_ratio: jax.Array, advantages: jax.Array, valid: jax.Ar
     TV beyond δ. [B, T−1] bool, False at invalid tokens. `advantages` per completion [B]
     or per token [B, T−1].
 
-    `jaxvaco.algos.vaco.tv_filter_mask` averages tv over every entry it is given; the
+    `primitives.tv_filter_mask` averages tv over every entry it is given; the
     invalid tokens get log-ratio 0 (tv 0), so its "batch" test D_all ≥ δ·n_valid/n_all is
     exactly the test over the valid tokens, mean_v(tv) ≥ δ.
     """
@@ -132,7 +144,7 @@ def vaco_policy_loss(logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Ar
     """Token-level VACO (spec §5) [paper: filter per token with r = π_θ/π_T; form ours]:
 
         r_t = π_θ(y_t)/anchor(y_t)        anchor = π_T (default) or β
-        A_t = Â, or w_t·Â with `weights` (anchor π_T: w_t = min(ρ̄, π_T/β), `is_weight`)
+        A_t = Â, or w_t·Â with `weights` (anchor π_T: w_t = min(ρ̄, π_T/β), `token_anchor`)
         tv_t = ½·|r_t − 1|,   D = mean_v(tv_t)   (the minibatch's TV estimate)
         m_t = 0 if D ≥ δ and A_t·(r_t − 1) > 0, else 1   ("batch"; "sample": tv_t ≥ δ)
         L = −mean_v(sg(m_t)·r_t·A_t)

@@ -225,14 +225,11 @@ def rl_anchor(mb: Rollout, config: RLConfig) -> tuple[jax.Array, jax.Array | Non
     """(log of the ratio's denominator, per-token importance weights or None) of
     config.algo: β without weights, or π_T with w = min(ρ̄, π_T/β) where the config asks
     for it (`grpo_anchor = "learner"`; VACO's `vaco_anchor = "learner"` with
-    `vaco_weight = "truncated"`)."""
-    c = mb.completions
+    `vaco_weight = "truncated"`), by the RL trainer's rule (`losses.token_anchor`)."""
     anchor = config.grpo_anchor if config.algo == "grpo" else config.vaco_anchor
-    if anchor == "behaviour":
-        return c.logp, None
-    if config.algo == "vaco" and config.vaco_weight == "none":
-        return mb.logp_learner, None
-    return mb.logp_learner, losses.is_weight(mb.logp_learner, c.logp, config.rho_bar)
+    corrected = config.algo == "grpo" or config.vaco_weight == "truncated"
+    return losses.token_anchor(anchor, corrected, mb.completions.logp, mb.logp_learner,
+                               config.rho_bar)
 
 
 def rl_loss(params: Any, mb: Rollout, model: Transformer,
