@@ -1,0 +1,151 @@
+"""The entropy confound of the fair study: does VACO's lead over PPO-clip(L) survive when
+the two swap their tuned entropy coefficients? [ours]
+
+VACO was tuned to c_e = 0.00273 and PPO-clip with the learner's critic to c_e = 0.0252
+(experiments/results/tuning/chosen.json), so the study's offset between them may be the
+entropy bonus rather than the update. experiments/sweeps/entropy_swap.toml reruns both
+with the other's coefficient (everything else as tuned) at K ∈ {0, 16} on seeds 100..107,
+the first 8 of the study's 16, so every swapped run pairs with the study's run of the same
+env, K and seed. This script compares, per return kind (greedy evaluation and training):
+
+- the **level gap** VACO − PPO-clip(L) at K = 0 and at K = 16 (normalised score, paired by
+  env and seed; mean over envs of the seed means, stratified-bootstrap 95% CI), with the
+  tuned coefficients and with the swapped ones: the offset survives the swap if the gap
+  keeps its sign and its CI excludes 0;
+- **retention** (score at K = 16 − at K = 0) of all four, and the **difference in
+  differences** VACO − PPO-clip(L) with either assignment of the coefficients
+  (`jaxvaco.analysis.robustness`).
+
+    python -m jaxvaco sweep experiments/sweeps/entropy_swap.toml   # the runs (resumable)
+    python -m experiments.entropy_swap                             # summary.md from them
+
+Writes experiments/results/entropy_swap/summary.md. Environments without both K for all
+four variants yet are left out and named.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from experiments.fair_study import DEV_ENVS, HELD_OUT_BY_DOMAIN, HELD_OUT_ENVS, final_table
+from jaxvaco.analysis import robustness, stats
+from jaxvaco.analysis.tables import format_estimate
+from jaxvaco.results import read_results
+
+RESULTS = Path(__file__).resolve().parent / "results"
+STUDY = RESULTS / "fair_study" / "study.csv"
+SWAP = RESULTS / "entropy_swap" / "entropy_swap" / "results.csv"
+OUT = RESULTS / "entropy_swap"
+LAG = 16
+SEEDS = range(100, 108)
+VARIANTS = {  # label in the data -> (method, entropy coefficient it ran with)
+    "vaco": ("VACO", "tuned (0.00273)"),
+    "ppo": ("PPO-clip(L)", "tuned (0.0252)"),
+    "vaco (ent 0.0252)": ("VACO", "swapped (0.0252)"),
+    "ppo (ent 0.00273)": ("PPO-clip(L)", "swapped (0.00273)"),
+}
+ASSIGNMENTS = {"tuned": ("vaco", "ppo"), "swapped": ("vaco (ent 0.0252)", "ppo (ent 0.00273)")}
+"""Which VACO and PPO-clip(L) runs one comparison pairs: each with its own tuned entropy
+coefficient, or each with the other's."""
+POOLS = {"held out": HELD_OUT_ENVS, "held-out MinAtar": HELD_OUT_BY_DOMAIN["MinAtar"],
+         "held-out Brax": HELD_OUT_BY_DOMAIN["Brax"], "development": DEV_ENVS}
+KINDS = ("greedy", "training")
+
+
+def final_runs(study: Path = STUDY, swap: Path = SWAP) -> list[dict]:
+    """The final greedy and training return of every run of the four variants at K ∈
+    {0, 16} on seeds 100..107: the study's tuned runs and the swapped ones."""
+    wanted = [r for r in read_results(study)
+              if r["variant"] in ("vaco", "ppo") and r["K"] in (0, LAG) and r["seed"] in SEEDS]
+    return final_table(wanted) + final_table(read_results(swap))
+
+
+def complete_envs(final: list[dict], envs: tuple[str, ...]) -> list[str]:
+    """The envs of `envs` where every variant has the same seeds at K = 0 and K = 16."""
+    def seeds(env, variant, k):
+        return {r["seed"] for r in final if (r["env"], r["variant"], r["K"]) == (env, variant, k)}
+
+    return [env for env in envs
+            if len({frozenset(seeds(env, v, k)) for v in VARIANTS for k in (0, LAG)}) == 1
+            and seeds(env, "vaco", 0)]
+
+
+def level_gap(final: list[dict], envs: list[str], vaco: str, ppo: str, k: int, kind: str
+              ) -> tuple[float, float, float]:
+    """VACO − PPO-clip(L) normalised score at lag k, paired by env and seed: the mean over
+    envs of the seed means [seeds, envs], with a stratified-bootstrap 95% CI."""
+    def scores(variant, env):
+        runs = sorted((r for r in final if (r["env"], r["variant"], r["K"]) == (env, variant, k)),
+                      key=lambda r: r["seed"])
+        return stats.normalize_score(env, np.array([r[kind] for r in runs]))
+
+    gaps = np.stack([scores(vaco, env) - scores(ppo, env) for env in envs], axis=1)
+    points, cis = stats.stratified_bootstrap_ci({"gap": gaps}, {"mean": np.mean})
+    return float(points["gap"][0]), float(cis["gap"][0, 0]), float(cis["gap"][1, 0])
+
+
+def columns(final: list[dict], envs: list[str], kind: str) -> dict[str, np.ndarray]:
+    """The runs of `envs` as the columns `jaxvaco.analysis.robustness` reads."""
+    rows = [r for r in final if r["env"] in envs]
+    return {"env": np.array([r["env"] for r in rows]),
+            "algo": np.array([r["variant"] for r in rows]),
+            "K": np.array([r["K"] for r in rows]), "seed": np.array([r["seed"] for r in rows]),
+            "step": np.array([r["step"] for r in rows]),
+            "return": np.array([r[kind] for r in rows], dtype=np.float64)}
+
+
+def pool_table(final: list[dict], envs: list[str], kind: str) -> list[str]:
+    """Markdown rows of one pool and return kind: the gaps, then retention and DiD."""
+    lines = ["| comparison | entropy coefficients | K = 0 | K = 16 |", "|---|---|---|---|"]
+    for name, (vaco, ppo) in ASSIGNMENTS.items():
+        gaps = [format_estimate(level_gap(final, envs, vaco, ppo, k, kind), 3)
+                for k in (0, LAG)]
+        lines.append(f"| level gap VACO − PPO-clip(L) | {name} | {gaps[0]} | {gaps[1]} |")
+    cols = columns(final, envs, kind)
+    lines += ["", "| statistic at K = 16 | runs | estimate |", "|---|---|---|"]
+    for variant, (method, entropy) in VARIANTS.items():
+        lines.append(f"| retention | {method}, entropy {entropy} | "
+                     f"{robustness.retention(cols, variant, LAG).format()} |")
+    for name, (vaco, ppo) in ASSIGNMENTS.items():
+        did = robustness.difference_in_differences(cols, vaco, ppo, LAG)
+        lines.append(f"| DiD VACO − PPO-clip(L) | entropy coefficients {name} | "
+                     f"{did.format()} |")
+    return lines
+
+
+def summary(final: list[dict]) -> str:
+    """summary.md: per pool and return kind, the level gaps, retentions and DiDs."""
+    out = ["# The entropy swap [ours]", "",
+           "Normalised final return; mean over the pool's environments of the per-environment "
+           "seed means (no environment trimmed away), paired by environment and seed "
+           f"(seeds {SEEDS.start}..{SEEDS.stop - 1}); [95% stratified-bootstrap CI]. "
+           "Made by `python -m experiments.entropy_swap`.", ""]
+    for pool, envs in POOLS.items():
+        present = complete_envs(final, envs)
+        missing = [e for e in envs if e not in present]
+        if not present:
+            out += [f"## {pool}: no complete environment yet", ""]
+            continue
+        out += [f"## {pool} ({', '.join(present)})", ""]
+        if missing:
+            out += [f"Not yet run (left out): {', '.join(missing)}.", ""]
+        for kind in KINDS:
+            out += [f"**{kind} return**", ""] + pool_table(final, present, kind) + [""]
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    text = summary(final_runs())
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.md").write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
