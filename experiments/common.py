@@ -10,7 +10,7 @@ committed rows are never rewritten.
 The sweep lives in ``<out>/runs/<spec name>/`` (ignored by git): a cell interrupted midway
 resumes from its newest checkpoint, and a finished one (DONE) is not trained again. As a
 safety net for long runs (we met an XLA CPU runtime hang, now avoided in
-`runner.Compiled`), `hang_watchdog` ends the process with HANG_EXIT_CODE when it has used
+`compiled.Compiled`), `hang_watchdog` ends the process with HANG_EXIT_CODE when it has used
 no CPU for a while, and the script's `--retry-hangs` loop (`parse_with_retries`) starts it
 again, which resumes.
 """

@@ -18,8 +18,8 @@ from jaxvaco import distributed
 from jaxvaco.checkpoint import RunWriteError
 from jaxvaco.compilation import describe_default
 from jaxvaco.config import ConfigError, RunFileError, TrainConfig
+from jaxvaco.guard import NonFiniteError
 from jaxvaco.run_dir import RunControl
-from jaxvaco.runner import NonFiniteError
 from jaxvaco.sweep import SweepConfig
 
 USAGE = """usage: jaxvaco COMMAND [options]
@@ -448,8 +448,8 @@ def wide_console(table: Any) -> Any:
 def render_video(args: EvalArgs, source: Any, step: int | None, episodes: int, greedy: bool,
                  state: Any, index: int) -> str:
     """Render the first evaluation episode of run `index` to --video; what was written."""
+    from jaxvaco.compiled import eval_keys
     from jaxvaco.policy import record_episode, source_policy
-    from jaxvaco.runner import eval_keys
     from jaxvaco.video import render_episode, write_video
 
     policy = source_policy(source, index, step, state)

@@ -15,8 +15,8 @@ observations with the checkpoint's statistics (when the run normalised them) and
 the greedy action (arg-max / Gaussian mean) or a sample.
 
 `evaluate_runs` is what `jaxvaco eval` computes: the runner's own evaluation program
-(`jaxvaco.runner.Compiled.evaluate`, vmapped over every run of the directory) with the
-runner's keys (`jaxvaco.runner.eval_keys`), so with the run's episode count it reproduces
+(`jaxvaco.compiled.Compiled.evaluate`, vmapped over every run of the directory) with the
+runner's keys (`jaxvaco.compiled.eval_keys`), so with the run's episode count it reproduces
 the run's evaluation at that checkpoint bit for bit. `record_episode` keeps the states of
 one evaluation episode for `jaxvaco.video`.
 """
@@ -148,7 +148,7 @@ def open_source(path: str | Path) -> Source:
     recorded = read_json_file(runs_file) if runs_file.exists() else None
     runs = recorded.get("runs") if isinstance(recorded, dict) else None
     if not isinstance(runs, list) or not all(isinstance(r, dict) and "seed" in r for r in runs):
-        from jaxvaco.runner import expand_runs
+        from jaxvaco.grid import expand_runs
 
         runs = expand_runs(config, grid)[0]
     return Source(path, "run", config, runs, checkpoint_steps(path))
@@ -492,7 +492,7 @@ def evaluate_runs(source: Source, step: int | None, episodes: int, greedy: bool,
     (`fold_in(PRNGKey(10_000 + step), run seed)`; `seed` draws other episodes:
     `fold_in(PRNGKey(seed), run seed)`). `state`: `source_state(source, step)`, if read."""
     from jaxvaco.compilation import configure_cache
-    from jaxvaco.runner import Compiled, eval_keys
+    from jaxvaco.compiled import Compiled, eval_keys
     from jaxvaco.train import make_train
 
     params, obs_stats = state or source_state(source, step)

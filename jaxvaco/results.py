@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from jaxvaco.config import ConfigError
+from jaxvaco.metric_names import FRACTIONS
 from jaxvaco.run_dir import load_run_dir
 from jaxvaco.sinks import read_rows as read_metrics
 
@@ -46,14 +47,10 @@ FIELDS = ["env", "algo", "variant", "K", "seed", "step", "return", "eval_greedy"
 """Columns of the experiment scripts' tidy CSVs (a fraction column is empty for the other
 algorithms)."""
 SHORT_NAMES = {"eval/greedy_return": "eval_greedy", "eval/stochastic_return": "eval_stochastic"}
-FRACTIONS = {"ppo": "ppo/clipped_fraction", "spo": "spo/outside_fraction",
-             "vaco": "vaco/filtered_fraction"}
-"""Per algorithm, the share of samples its objective acts on: PPO's clip removes their
-gradient, SPO's ratio lies outside the ε band (penalised), VACO's TV filter drops them.
-PPO-KL and IMPALA have none."""
 LEGACY_FRACTION = "filter/fraction"
-"""The single column that held those three before (and a constant 0 for PPO-KL and IMPALA),
-in the committed CSVs under experiments/results/ and runs recorded before the rename."""
+"""The single column that held the three `FRACTIONS` before (and a constant 0 for PPO-KL
+and IMPALA), in the committed CSVs under experiments/results/ and runs recorded before the
+rename."""
 
 
 def fraction_columns(row: dict) -> dict:

@@ -435,20 +435,22 @@ def evaluate_episodes(config: TrainConfig, network: ActorCritic, eval_env: VecEn
     return returns, recorded
 
 
-def make_train(config: TrainConfig) -> Trainer:
+def make_train(config: TrainConfig, layout: distributed.Layout | None = None) -> Trainer:
     """Build env, network, algorithm and wire the stages into the pure functions of one run
-    (shared options left at None take the algorithm's tuned values, `config.TUNED`)."""
+    (shared options left at None take the algorithm's tuned values, `config.TUNED`).
+    `layout`: the run's `distributed.layout(config)`, when the caller has decided it."""
     config = validate(config)
-    axis = distributed.env_axis(config)  # None on one device: every collective is the identity
+    layout = distributed.layout(config) if layout is None else layout
+    axis = layout.env_axis  # None on one device: every collective is the identity
     devices = config.distributed.num_devices if axis else 1
     make = functools.partial(make_env, config.env, brax_backend=config.brax_backend)
     env: VecEnv = make(config.num_envs // devices)
     network = make_network(env.spec, config.hidden_sizes, config.activation)
     setup = Setup(config, env, network, make_algorithm(config), lag_model(config, axis), axis,
-                  distributed.minibatch_axis(config))
+                  layout.minibatch_axis)
     chunk = functools.partial(train_chunk, setup)
     if axis:
-        chunk = distributed.shard_envs(chunk, distributed.make_mesh(config))
+        chunk = distributed.shard_envs(chunk, layout.mesh)
     return Trainer(
         config, env.spec, network, setup.algorithm,
         init=functools.partial(init_state, setup, make(config.num_envs) if axis else env),
