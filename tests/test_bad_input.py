@@ -30,7 +30,8 @@ import orbax.checkpoint as ocp
 import pytest
 
 from jaxvaco import runner, session, sweep
-from jaxvaco.cli import main, resume_defaults
+from jaxvaco.cli import main
+from jaxvaco.commands.train import resume_defaults
 from jaxvaco.config import ConfigError, LagConfig, TrainConfig
 from jaxvaco.run_dir import RunAlreadyComplete, RunControl, checkpoint_steps
 from tests.processes import CRASHES, Outcome, process, start
