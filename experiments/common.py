@@ -11,7 +11,7 @@ committed CSV written before the schema is rewritten in it once, at its first ap
 The sweep lives in ``<out>/runs/<spec name>/`` (ignored by git): a cell interrupted midway
 resumes from its newest checkpoint, and a finished one (DONE) is not trained again. As a
 safety net for long runs (we met an XLA CPU runtime hang, now avoided in
-`runner.Compiled`), `hang_watchdog` ends the process with HANG_EXIT_CODE when it has used
+`compiled.Compiled`), `hang_watchdog` ends the process with HANG_EXIT_CODE when it has used
 no CPU for a while, and the script's `--retry-hangs` loop (`parse_with_retries`) starts it
 again, which resumes.
 """

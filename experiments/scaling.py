@@ -46,8 +46,9 @@ def measure(env: str, num_envs: int, num_seeds: int, target_steps: float) -> dic
     import jax
     import jax.numpy as jnp
 
+    from jaxvaco.compiled import Compiled
     from jaxvaco.config import PPOConfig, TrainConfig
-    from jaxvaco.runner import Compiled, expand_runs
+    from jaxvaco.grid import expand_runs
     from jaxvaco.train import make_train
 
     batch = num_envs * 128

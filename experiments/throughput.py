@@ -36,8 +36,9 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from jaxvaco.compiled import Compiled
 from jaxvaco.config import DistributedConfig, LagConfig, PPOConfig, TrainConfig, VacoConfig
-from jaxvaco.runner import Compiled, expand_runs
+from jaxvaco.grid import expand_runs
 from jaxvaco.train import make_train
 
 DEFAULT_REFERENCE = Path(__file__).resolve().parents[1] / ".." / "shared" / "bench"

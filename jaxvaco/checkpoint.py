@@ -1,4 +1,4 @@
-"""Checkpoints of the whole training state with orbax, and the rules for resuming.
+"""Checkpoints of the whole training state with orbax: saving and restoring them.
 
 A checkpoint is one orbax step (the learner iteration T) holding two items:
 
@@ -10,7 +10,7 @@ A checkpoint is one orbax step (the learner iteration T) holding two items:
 
 The host dict also records the run's whole configuration and grid (``run_record``), so
 that a resume is compared with what the checkpoint was computed with, not only with
-config.json (which a user may edit).
+config.json (which a user may edit; the rules are `jaxvaco.run_dir`'s).
 
 Atomicity comes from orbax: a step is written into ``<T>.orbax-checkpoint-tmp-*`` and
 renamed to ``<T>`` only once complete, so a kill at any instant leaves every finished
@@ -37,19 +37,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from jaxvaco.config import ALGOS, RunFileError, TrainConfig, to_dict
-
-RESUMABLE_CHANGES = ("progress", "results_dir", "run_name")
-"""Config fields that may differ on resume: they change where and how a run is shown, not
-what it computes."""
-
-HYPERPARAM_CHANGES = ("learning_rate", "gamma", "gae_lambda", "clip_coef", "ent_coef",
-                      "vf_coef", "max_grad_norm", "reward_scale", "vaco.delta",
-                      "ppo_kl.target_kl", *(f"{algo}.{bar}" for algo in ALGOS
-                                            for bar in ("rho_bar", "c_bar")))
-"""Config fields that --resume-with-changes accepts: `jaxvaco.hparams.Hyperparams` leaves,
-which change no array shape, so the checkpointed state continues under the new values."""
-
+from jaxvaco.config import RunFileError
 
 DIGEST = "jaxvaco_digest.json"
 UNSEALED = ("_CHECKPOINT_METADATA", DIGEST)
@@ -239,52 +227,3 @@ class Checkpointer:
         intact = [s for s in self.steps() if s != step]
         return write_failure(f"checkpoint {step} in {self.directory}", error,
                              self.directory.parent, intact)
-
-
-def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
-    out = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
-def changed_fields(saved: TrainConfig, new: TrainConfig) -> dict[str, str]:
-    """The fields outside `RESUMABLE_CHANGES` that differ: dotted name -> "--flag: old -> new"."""
-    old, changed = _flatten(to_dict(saved)), _flatten(to_dict(new))
-    return {name: f"--{name.replace('_', '-')}: {old.get(name)!r} -> {value!r}"
-            for name, value in changed.items()
-            if name not in RESUMABLE_CHANGES and old.get(name) != value}
-
-
-def config_changes(saved: TrainConfig, new: TrainConfig) -> list[str]:
-    """The fields outside `RESUMABLE_CHANGES` that differ, as "--flag: old -> new"."""
-    return list(changed_fields(saved, new).values())
-
-
-def hyperparam_changes(saved: TrainConfig, new: TrainConfig) -> list[str]:
-    """The changes that --resume-with-changes accepts (see `HYPERPARAM_CHANGES`)."""
-    return [text for name, text in changed_fields(saved, new).items()
-            if name in HYPERPARAM_CHANGES]
-
-
-def resume_conflicts(saved: TrainConfig, new: TrainConfig, iterations_done: int) -> list[str]:
-    """Why `new` cannot continue a run started with `saved` (empty when it can).
-
-    Any field outside `RESUMABLE_CHANGES` must be equal, with one exception: a different
-    --total-timesteps (not below the iterations done) extends or shortens a run whose
-    learning rate is constant (--no-anneal-lr) and whose chunk length is fixed
-    (--chunk-iterations), since then the iterations done so far are exactly those of the
-    run with the new length.
-    """
-    problems = config_changes(saved, new)
-    if _extends(saved, new, iterations_done):
-        problems = [p for p in problems if not p.startswith("--total-timesteps:")]
-    return problems
-
-
-def _extends(saved: TrainConfig, new: TrainConfig, iterations_done: int) -> bool:
-    fixed_chunks = 0 < saved.chunk_iterations <= saved.num_iterations
-    return not saved.anneal_lr and fixed_chunks and new.num_iterations >= iterations_done

@@ -20,8 +20,8 @@
   both are `jaxvaco.lag.LagModel`s (`delayed_sync` here), and `TrainState.lag` holds the
   actor copies [D, ...]. The state otherwise keeps its single-device layout ([N, ...]
   envs), so the runner, checkpoints and evaluation need no change.
-- **seeds**: the runs (seeds × grid) are independent; `runs_sharding` shards their leading
-  axis over the devices and XLA partitions the vmapped program with no communication.
+- **seeds**: the runs (seeds × grid) are independent; `Layout.runs_sharding` shards their
+  leading axis over the devices and XLA partitions the vmapped program with no communication.
 
 Every env acts and resets with its own key (`env_keys`: the device's slice of
 split(key, N)), so with S = 1 and the global shuffle a D-device run is the single-device
@@ -41,6 +41,7 @@ from the environment. `initialize` must run before any other JAX call in the pro
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -79,12 +80,6 @@ def initialize(dist: DistributedConfig) -> None:
             "under SLURM, Open MPI or Cloud TPU, where JAX finds them.") from None
 
 
-def env_axis(config: TrainConfig) -> str | None:
-    """The mesh axis name when the envs of each run are split over devices, else None."""
-    dist = config.distributed
-    return AXIS if dist.num_devices > 1 and dist.axis == "envs" else None
-
-
 def check_device_count(config: TrainConfig) -> None:
     """ConfigError when `distributed.num_devices` is more than JAX sees."""
     wanted, present = config.distributed.num_devices, jax.device_count()
@@ -102,12 +97,36 @@ def make_mesh(config: TrainConfig) -> Mesh:
                          axis_types=(AxisType.Auto,))
 
 
-def runs_sharding(config: TrainConfig) -> NamedSharding | None:
-    """With axis seeds: the sharding of the leading runs axis of the state; else None."""
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where a run's arrays live, decided once per run from its config (`layout`) and
+    handed to `make_train`, `jaxvaco.compiled.Compiled` and its program cache."""
+
+    mesh: Mesh | None = None
+    """The D devices on mesh axis `AXIS`; None on one device."""
+    env_axis: str | None = None
+    """Axis envs: the mesh axis that splits every run's envs; else None (every collective
+    is then the identity)."""
+    minibatch_axis: str | None = None
+    """The mesh axis one minibatch is spread over ("global" shuffle), else None."""
+    runs_sharding: NamedSharding | None = None
+    """Axis seeds: the sharding of the state's leading runs axis over the devices."""
+
+    @property
+    def single_device(self) -> bool:
+        return self.mesh is None
+
+
+def layout(config: TrainConfig) -> Layout:
+    """The layout of a run: one device, its envs split (axis envs) or its runs split
+    (axis seeds) over `distributed.num_devices` devices."""
     dist = config.distributed
-    if dist.num_devices == 1 or dist.axis != "seeds":
-        return None
-    return NamedSharding(make_mesh(config), PartitionSpec(AXIS))
+    if dist.num_devices == 1:
+        return Layout()
+    mesh = make_mesh(config)
+    if dist.axis == "seeds":
+        return Layout(mesh, runs_sharding=NamedSharding(mesh, PartitionSpec(AXIS)))
+    return Layout(mesh, AXIS, AXIS if dist.shuffle == "global" else None)
 
 
 def init_actors(params: Any, num_devices: int) -> Any:
@@ -139,11 +158,6 @@ def delayed_sync(dist: DistributedConfig, axis: str) -> LagModel:
         return Behaviour(jax.tree.map(lambda a: a[0], actors), delay[None], actors)
 
     return LagModel(lambda params: init_actors(params, dist.num_devices), behaviour)
-
-
-def minibatch_axis(config: TrainConfig) -> str | None:
-    """The mesh axis over which one minibatch is spread ("global" shuffle), else None."""
-    return env_axis(config) if config.distributed.shuffle == "global" else None
 
 
 def device_key(key: jax.Array, axis: str | None) -> jax.Array:

@@ -34,7 +34,7 @@ def evaluate_episodes(config: TrainConfig, network: ActorCritic, eval_env: VecEn
     """`evaluate` for any parameters: the return of the first episode in each of
     `eval_env.num_envs` parallel envs, and `record(env_state, step_result)` of every step
     (stacked; None without `record`), e.g. env 0's states to render the episode
-    (`jaxvaco.policy.record_episode`). The env state is the one the step acted on."""
+    (`jaxvaco.policy_eval.record_episode`). The env state is the one the step acted on."""
     k_reset, k_run = jax.random.split(key)
     obs, env_state = eval_env.reset(k_reset)
 

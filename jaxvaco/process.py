@@ -7,7 +7,7 @@ threads print; it then runs the command (`jaxvaco.cli.main`) and leaves through
 
 - a signal before training began (or after it ended) ends the process at once with one
   line and exit status 128 + signal; during training the host loop
-  (`jaxvaco.runner.StopSignals`) takes it instead, saves a checkpoint at the next chunk
+  (`jaxvaco.signals.StopSignals`) takes it instead, saves a checkpoint at the next chunk
   boundary and prints the command that continues the run;
 - an expected failure is one `jaxvaco:` line on stderr; a bug shows its traceback;
 - the interpreter's teardown never runs under XLA's compile threads or orbax's writers

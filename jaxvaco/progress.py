@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from jaxvaco.config import TrainConfig
-from jaxvaco.results import FRACTIONS
+from jaxvaco.metric_names import FRACTIONS
 
 
 def _nanmean(values: list) -> float:
@@ -23,7 +23,7 @@ def _nanmean(values: list) -> float:
 
 class Progress:
     """A bar over env steps showing env-steps/s, mean training return, tv/total and the
-    algorithm's fraction metric (`jaxvaco.results.FRACTIONS`: clipped, outside, filtered)."""
+    algorithm's fraction metric (`jaxvaco.metric_names.FRACTIONS`: clipped, outside, filtered)."""
 
     def __init__(self, config: TrainConfig, enabled: bool = True):
         self.config = config

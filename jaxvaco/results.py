@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from jaxvaco.config import ConfigError
+from jaxvaco.metric_names import FRACTIONS
 from jaxvaco.run_dir import load_run_dir
 from jaxvaco.sinks import read_rows as read_metrics
 
@@ -45,11 +46,6 @@ RETURN = "return"
 DROPPED = {"run", "env_steps", "lag_delay", "episode/return"}
 """Metrics-row fields that the identity columns and `return` replace."""
 
-FRACTIONS = {"ppo": "ppo/clipped_fraction", "spo": "spo/outside_fraction",
-             "vaco": "vaco/filtered_fraction"}
-"""Per algorithm, the share of samples its objective acts on: PPO's clip removes their
-gradient, SPO's ratio lies outside the ε band (penalised), VACO's TV filter drops them.
-PPO-KL and IMPALA have none."""
 LEGACY_FRACTION = "filter/fraction"
 """The single column that held those three before (and a constant 0 for PPO-KL and IMPALA),
 in the committed CSVs under experiments/results/ and runs recorded before the rename;

@@ -2,8 +2,9 @@
 and the checks that let a run continue in it (resume) or refuse to.
 
 A fresh run gets a new folder (`prepare_run_dir`); `open_run(..., resume=run_dir)` checks
-that the configuration and grid continue the run saved there (`resume_run_dir`) and opens
-its checkpoints. Files are written atomically (`write_json`). Nothing here imports JAX.
+that the configuration and grid continue the run saved there (`resume_run_dir`, by the
+rules of `resume_conflicts`: which changes a resume may accept) and opens its checkpoints.
+Files are written atomically (`write_json`). Nothing here imports JAX.
 """
 
 from __future__ import annotations
@@ -15,8 +16,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jaxvaco.checkpoint import Checkpointer, hyperparam_changes, resume_conflicts
-from jaxvaco.config import ConfigError, RunFileError, TrainConfig, from_dict, from_table, to_dict
+from jaxvaco.checkpoint import Checkpointer
+from jaxvaco.config import (
+    ALGOS,
+    ConfigError,
+    RunFileError,
+    TrainConfig,
+    from_dict,
+    from_table,
+    to_dict,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,6 +176,67 @@ def complete_message(run_dir: Path, config: TrainConfig) -> str:
             f"in {run_dir / 'metrics.jsonl'}. Start a new run to train more.")
 
 
+RESUMABLE_CHANGES = ("progress", "results_dir", "run_name")
+"""Config fields that may differ on resume: they change where and how a run is shown, not
+what it computes."""
+
+HYPERPARAM_CHANGES = ("learning_rate", "gamma", "gae_lambda", "clip_coef", "ent_coef",
+                      "vf_coef", "max_grad_norm", "reward_scale", "vaco.delta",
+                      "ppo_kl.target_kl", *(f"{algo}.{bar}" for algo in ALGOS
+                                            for bar in ("rho_bar", "c_bar")))
+"""Config fields that --resume-with-changes accepts: `jaxvaco.hparams.Hyperparams` leaves,
+which change no array shape, so the checkpointed state continues under the new values."""
+
+
+def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def changed_fields(saved: TrainConfig, new: TrainConfig) -> dict[str, str]:
+    """The fields outside `RESUMABLE_CHANGES` that differ: dotted name -> "--flag: old -> new"."""
+    old, changed = _flatten(to_dict(saved)), _flatten(to_dict(new))
+    return {name: f"--{name.replace('_', '-')}: {old.get(name)!r} -> {value!r}"
+            for name, value in changed.items()
+            if name not in RESUMABLE_CHANGES and old.get(name) != value}
+
+
+def config_changes(saved: TrainConfig, new: TrainConfig) -> list[str]:
+    """The fields outside `RESUMABLE_CHANGES` that differ, as "--flag: old -> new"."""
+    return list(changed_fields(saved, new).values())
+
+
+def hyperparam_changes(saved: TrainConfig, new: TrainConfig) -> list[str]:
+    """The changes that --resume-with-changes accepts (see `HYPERPARAM_CHANGES`)."""
+    return [text for name, text in changed_fields(saved, new).items()
+            if name in HYPERPARAM_CHANGES]
+
+
+def resume_conflicts(saved: TrainConfig, new: TrainConfig, iterations_done: int) -> list[str]:
+    """Why `new` cannot continue a run started with `saved` (empty when it can).
+
+    Any field outside `RESUMABLE_CHANGES` must be equal, with one exception: a different
+    --total-timesteps (not below the iterations done) extends or shortens a run whose
+    learning rate is constant (--no-anneal-lr) and whose chunk length is fixed
+    (--chunk-iterations), since then the iterations done so far are exactly those of the
+    run with the new length.
+    """
+    problems = config_changes(saved, new)
+    if _extends(saved, new, iterations_done):
+        problems = [p for p in problems if not p.startswith("--total-timesteps:")]
+    return problems
+
+
+def _extends(saved: TrainConfig, new: TrainConfig, iterations_done: int) -> bool:
+    fixed_chunks = 0 < saved.chunk_iterations <= saved.num_iterations
+    return not saved.anneal_lr and fixed_chunks and new.num_iterations >= iterations_done
+
+
 def resume_run_dir(config: TrainConfig, grid: Grid | None, run_dir: Path,
                    iterations_done: int, control: RunControl, allow_changes: bool = False,
                    record: dict | None = None) -> tuple[TrainConfig, Grid]:
@@ -176,7 +246,7 @@ def resume_run_dir(config: TrainConfig, grid: Grid | None, run_dir: Path,
     (`Checkpointer.recorded`), which decides over config.json and runs.json (a user may have
     edited or lost those); without one (no checkpoint, or one written before records) the
     files decide. Only fields that change nothing computed (see
-    `jaxvaco.checkpoint.resume_conflicts`) may differ; the grid must be the same (None = the
+    `resume_conflicts`) may differ; the grid must be the same (None = the
     saved one). With `allow_changes`, hyperparameters that change no array shape may differ
     too; config.json records them under "resume_changes" with the iteration they apply from.
     """

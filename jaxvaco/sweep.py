@@ -63,10 +63,9 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxvaco.checkpoint import config_changes
 from jaxvaco.config import ConfigError, TrainConfig, tuned_settings
 from jaxvaco.results import tidy_rows, write_results
-from jaxvaco.run_dir import RunControl, load_run_dir, write_json
+from jaxvaco.run_dir import RunControl, config_changes, load_run_dir, write_json
 from jaxvaco.runner import check_before_start, run
 from jaxvaco.sweep_spec import (
     Cell,
@@ -181,7 +180,7 @@ def run_sweep(spec: SweepConfig, control: RunControl | None = None,
     """Run every cell not yet complete (of `only`, when given, a subset of `cells(spec)`);
     rewrite results.csv after each. `plan`: `plan_sweep(spec, only)` when the caller has
     made it already (validating every cell builds every environment once more)."""
-    from jaxvaco.runner import NonFiniteError
+    from jaxvaco.guard import NonFiniteError
 
     validate_sweep(spec)
     directory = Path(spec.results_dir) / spec.name

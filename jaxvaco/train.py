@@ -12,7 +12,7 @@ function of one static `Setup` record (`jaxvaco.train_state`) and arrays:
 
 `train_chunk(state, hp, n)` runs n iterations as one XLA program (a `fori_loop` with a
 traced trip count, so every chunk length shares one compilation) and returns summed
-metrics; the host loop in `jaxvaco.runner` owns progress, logging and stopping. Seeds
+metrics; the host loop in `jaxvaco.session` owns progress, logging and stopping. Seeds
 are a `jax.vmap` over `init` and `train_chunk`; evaluation is `jaxvaco.evaluation`.
 """
 
@@ -144,20 +144,22 @@ def init_state(setup: Setup, init_env: VecEnv, key: jax.Array, hp: Hyperparams) 
     )
 
 
-def make_train(config: TrainConfig) -> Trainer:
+def make_train(config: TrainConfig, layout: distributed.Layout | None = None) -> Trainer:
     """Build env, network, algorithm and wire the stages into the pure functions of one run
-    (shared options left at None take the algorithm's tuned values, `config.TUNED`)."""
+    (shared options left at None take the algorithm's tuned values, `config.TUNED`).
+    `layout`: the run's `distributed.layout(config)`, when the caller has decided it."""
     config = validate(config)
-    axis = distributed.env_axis(config)  # None on one device: every collective is the identity
+    layout = distributed.layout(config) if layout is None else layout
+    axis = layout.env_axis  # None on one device: every collective is the identity
     devices = config.distributed.num_devices if axis else 1
     make = functools.partial(make_env, config.env, brax_backend=config.brax_backend)
     env: VecEnv = make(config.num_envs // devices)
     network = make_network(env.spec, config.hidden_sizes, config.activation)
     setup = Setup(config, env, network, make_algorithm(config), lag_model(config, axis), axis,
-                  distributed.minibatch_axis(config))
+                  layout.minibatch_axis)
     chunk = functools.partial(train_chunk, setup)
     if axis:
-        chunk = distributed.shard_envs(chunk, distributed.make_mesh(config))
+        chunk = distributed.shard_envs(chunk, layout.mesh)
     return Trainer(
         config, env.spec, network, setup.algorithm,
         init=functools.partial(init_state, setup, make(config.num_envs) if axis else env),

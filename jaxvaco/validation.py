@@ -11,7 +11,7 @@ import dataclasses
 import difflib
 import math
 import typing
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import Any
 
 from jaxvaco.config import ALGOS, ConfigError, TrainConfig, with_tuned_defaults
@@ -211,45 +211,6 @@ def validate(config: TrainConfig) -> TrainConfig:
     return config
 
 
-GRID_FIELDS = {"learning_rate": "learning_rate", "gamma": "gamma", "gae_lambda": "gae_lambda",
-               "clip_coef": "clip_coef", "ent_coef": "ent_coef", "vf_coef": "vf_coef",
-               "max_grad_norm": "max_grad_norm", "reward_scale": "reward_scale",
-               "rho_bar": "{algo}.rho_bar", "c_bar": "{algo}.c_bar", "delta": "vaco.delta",
-               "target_kl": "ppo_kl.target_kl"}
-"""The TrainConfig field each float `Hyperparams` leaf comes from (`lag_delay` is checked on
-its own: an integer K up to lag.max_delay)."""
-
-
-def with_value(config: TrainConfig, path: str, value: float) -> TrainConfig:
-    """`config` with the (dotted) field `path` set to `value`."""
-    group, _, name = path.rpartition(".")
-    if not group:
-        return dataclasses.replace(config, **{name: value})
-    return dataclasses.replace(config, **{group: dataclasses.replace(getattr(config, group),
-                                                                     **{name: value})})
-
-
-def validate_grid_values(config: TrainConfig, swept: dict[str, list]) -> None:
-    """Every swept value passes the check its option passes on the command line (a grid
-    over lag_delay takes integers 0 <= K <= lag.max_delay). ConfigError names the value."""
-    for name, values in swept.items():
-        for value in values:
-            if name == "lag_delay":
-                _require(isinstance(value, int | float) and float(value).is_integer()
-                         and 0 <= value <= config.lag.max_delay,
-                         f"grid value lag_delay = {value!r}: K must be an integer in "
-                         f"[0, --lag.max-delay = {config.lag.max_delay}]; raise "
-                         "--lag.max-delay for longer lags.")
-                continue
-            _require(isinstance(value, int | float) and not isinstance(value, bool),
-                     f"grid value {name} = {value!r} must be a number.")
-            path = GRID_FIELDS[name].format(algo=config.algo)
-            try:
-                validate(with_value(config, path, float(value)))
-            except ConfigError as error:
-                raise ConfigError(f"grid value {name} = {value!r}: {error}") from None
-
-
 def unused_algo_options(config: TrainConfig) -> list[str]:
     """Options of another algorithm's group (--<algo>.*) set away from their defaults."""
     out = []
@@ -300,70 +261,3 @@ def ineffective_options(config: TrainConfig) -> list[str]:
                    "actor copies of --distributed.num-devices > 1); use --lag.max-delay for "
                    "lag on one device.")
     return out + lag_beyond_run(config)
-
-
-def parameter_count(config: TrainConfig) -> int:
-    """Parameters of the actor-critic (`jaxvaco.networks.ActorCritic`): two MLPs with
-    widths hidden_sizes, an action head and a value head, and log σ for continuous actions."""
-    from jaxvaco.envs import env_spec
-
-    spec = env_spec(config.env, brax_backend=config.brax_backend)
-    inputs = math.prod(spec.obs_shape)
-
-    def mlp(out: int) -> int:
-        widths = [inputs, *config.hidden_sizes, out]
-        return sum((a + 1) * b for a, b in zip(widths, widths[1:], strict=False))
-
-    return mlp(spec.num_actions) + mlp(1) + (0 if spec.discrete else spec.num_actions)
-
-
-def memory_estimate(config: TrainConfig, num_runs: int) -> dict[str, int]:
-    """Bytes the largest arrays of a run take, a lower bound on what it needs:
-    the lag ring buffer, (max_delay + 1) float32 copies of the parameters per run, and the
-    parameters with Adam's two moments; the batch, num_envs × num_steps observations and
-    about 8 float32 per step (reward, value, log β, ...) per run. A run's total also has
-    XLA's temporaries and the environments' states on top."""
-    from jaxvaco.envs import env_spec
-
-    params = parameter_count(config)
-    obs = math.prod(env_spec(config.env, brax_backend=config.brax_backend).obs_shape)
-    ring = (config.lag.max_delay + 1 if config.lag.max_delay else 0) * params * 4
-    learner = 3 * params * 4
-    batch = config.num_envs * config.num_steps * (obs + 8) * 4
-    return {"ring buffer": ring * num_runs, "learner": learner * num_runs,
-            "batch": batch * num_runs}
-
-
-def available_memory() -> tuple[int, str] | None:
-    """(bytes, what) the arrays of a run can use: the accelerator's memory, else the host's
-    available memory (/proc/meminfo); None when unknown."""
-    import jax
-
-    device = jax.devices()[0]
-    if device.platform != "cpu":
-        limit = (device.memory_stats() or {}).get("bytes_limit")
-        return (int(limit), f"the {device.device_kind}'s memory") if limit else None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024, "this machine's available memory"
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def validate_memory(config: TrainConfig, num_runs: int) -> None:
-    """ConfigError, with the figures, when the largest arrays alone exceed the memory there
-    is (`memory_estimate` against `available_memory`)."""
-    have = available_memory()
-    if have is None:
-        return
-    parts = memory_estimate(config, num_runs)
-    need = sum(parts.values())
-    if need <= have[0]:
-        return
-    detail = ", ".join(f"{name} {size / 1e9:.1f} GB" for name, size in parts.items() if size)
-    raise ConfigError(f"this run needs at least {need / 1e9:.1f} GB ({detail}; {num_runs} "
-                      f"run(s)), more than {have[1]} ({have[0] / 1e9:.1f} GB). Lower "
-                      "--lag.max-delay, --num-envs × --num-steps, or the number of runs "
-                      "(--num-seeds, the grid).")

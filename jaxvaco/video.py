@@ -118,7 +118,7 @@ def stride(length: int, max_frames: int = MAX_FRAMES) -> int:
 
 def render_episode(episode: Any, max_frames: int = MAX_FRAMES, size: tuple[int, int] = (240, 320)
                    ) -> tuple[list[np.ndarray], float]:
-    """RGB frames [H, W, 3] of a `jaxvaco.policy.Episode` and their frame rate, in real
+    """RGB frames [H, W, 3] of a `jaxvaco.policy_eval.Episode` and their frame rate, in real
     time: every k-th step where the env's own rate is above `MAX_FPS` or the episode is
     longer than `max_frames`. Brax frames are `size` (height, width)."""
     import jax

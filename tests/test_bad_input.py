@@ -29,8 +29,9 @@ import jax.numpy as jnp
 import orbax.checkpoint as ocp
 import pytest
 
-from jaxvaco import runner, sweep
-from jaxvaco.cli import main, resume_defaults
+from jaxvaco import runner, session, sweep
+from jaxvaco.cli import main
+from jaxvaco.commands.train import resume_defaults
 from jaxvaco.config import ConfigError, LagConfig, TrainConfig
 from jaxvaco.run_dir import RunAlreadyComplete, RunControl, checkpoint_steps
 from tests.processes import CRASHES, Outcome, process, start
@@ -411,8 +412,8 @@ def poison_above(learning_rate: float, iteration: int):
     rate is above `learning_rate` (pure, inside jit)."""
     make_train = runner.make_train
 
-    def make(config):
-        trainer = make_train(config)
+    def make(config, layout=None):
+        trainer = make_train(config, layout)
 
         def train_chunk(state, hp, n):
             state, sums = trainer.train_chunk(state, hp, n)
@@ -534,11 +535,11 @@ def test_a_signal_just_after_the_checkpoint_check_still_saves(tmp_path, monkeypa
     """The signal arrives after a chunk's "is a checkpoint due?" check said no: the loop
     stops, and the checkpoint the stop message names must still be written (it was not:
     the loop ended between the check and the save)."""
-    def signal_then_not_due(session, loop):
+    def signal_then_not_due(self, loop):
         os.kill(os.getpid(), signal.SIGINT)  # StopSignals' handler sets the flag
         return False
 
-    monkeypatch.setattr(runner.Session, "checkpoint_due", signal_then_not_due)
+    monkeypatch.setattr(session.Session, "checkpoint_due", signal_then_not_due)
     outcome = cli(["train", *TINY, "--results-dir", str(tmp_path), "--run-name", "r",
                    "--chunk-iterations", "1"])
     assert_one_line(outcome, 130, "stopped by SIGINT at a chunk boundary")
@@ -621,7 +622,7 @@ def test_a_grid_run_without_runs_json_resumes_from_its_checkpoint_record(tmp_pat
     control = RunControl(checkpoint_every=1, keep_checkpoints=3)
     grid = {"learning_rate": [1e-3, 3e-3]}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(runner.Session, "checkpoint_due",
+        patch.setattr(session.Session, "checkpoint_due",
                       lambda self, loop: loop.iteration in (2, 4, 6))  # stop short of the end
         runner.run(config, grid=grid, control=control)
     run_dir = tmp_path / "g"

@@ -28,8 +28,8 @@ from jaxvaco import checkpoint, runner
 from jaxvaco.checkpoint import Checkpointer
 from jaxvaco.cli import main
 from jaxvaco.config import ConfigError, EvalConfig, RunFileError, TrainConfig
+from jaxvaco.guard import NonFiniteError
 from jaxvaco.run_dir import RunControl, load_run_dir
-from jaxvaco.runner import NonFiniteError
 
 TIMING_KEYS = {"sps", "wall_time", "compile_time"}
 
@@ -282,7 +282,7 @@ def test_fresh_run_into_checkpointed_dir_is_refused(interrupted):
 
 
 def test_total_timesteps_extension_only_with_constant_lr():
-    from jaxvaco.checkpoint import resume_conflicts
+    from jaxvaco.run_dir import resume_conflicts
 
     config = TrainConfig(num_envs=8, num_steps=16, total_timesteps=1024, chunk_iterations=2)
     longer = dataclasses.replace(config, total_timesteps=2048)
@@ -300,8 +300,8 @@ def poison_after(iteration: int, ent_coef: float):
     ent_coef above `ent_coef` (pure, inside jit)."""
     make_train = runner.make_train
 
-    def make(config):
-        trainer = make_train(config)
+    def make(config, layout=None):
+        trainer = make_train(config, layout)
 
         def train_chunk(state, hp, n):
             state, sums = trainer.train_chunk(state, hp, n)

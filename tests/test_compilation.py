@@ -107,7 +107,8 @@ def test_disabled_cache_writes_nothing(tmp_path, monkeypatch):
 
 
 def test_one_evaluation_program_for_both_modes(tmp_path):
-    from jaxvaco.runner import Compiled, evaluate_policy, expand_runs
+    from jaxvaco.compiled import Compiled, evaluate_policy
+    from jaxvaco.grid import expand_runs
     from jaxvaco.train import make_train
 
     config = tiny(tmp_path, "eval")
@@ -207,14 +208,14 @@ def test_a_trainer_built_elsewhere_never_gets_jaxvacos_cached_programs(tmp_path,
     import jax.numpy as jnp
 
     from jaxvaco import runner
-    from jaxvaco.runner import NonFiniteError
+    from jaxvaco.guard import NonFiniteError
 
     control = RunControl(compilation_cache=str(tmp_path / "cache"))
     run(tiny(tmp_path, "clean"), control=control)
     make_train = runner.make_train
 
-    def poisoned(config):
-        trainer = make_train(config)
+    def poisoned(config, layout=None):
+        trainer = make_train(config, layout)
 
         def train_chunk(state, hp, n):
             state, sums = trainer.train_chunk(state, hp, n)

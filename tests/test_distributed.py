@@ -72,7 +72,7 @@ def worker() -> dict:
     import jax
     import jax.numpy as jnp
 
-    from jaxvaco.distributed import runs_sharding, sync_delay
+    from jaxvaco.distributed import layout, sync_delay
     from jaxvaco.hparams import hyperparams_from_config
     from jaxvaco.results import FRACTIONS
     from jaxvaco.train import make_train
@@ -144,7 +144,7 @@ def worker() -> dict:
     hps = jax.tree.map(lambda x: jnp.stack([x] * DEVICES), hp)
     chunk = jax.jit(jax.vmap(trainer.train_chunk, in_axes=(0, 0, None)))
     init = jax.vmap(trainer.init)
-    placed = jax.jit(init, out_shardings=runs_sharding(config))(keys, hps)
+    placed = jax.jit(init, out_shardings=layout(config).runs_sharding)(keys, hps)
     plain, _ = chunk(jax.jit(init)(keys, hps), hps, jnp.int32(2))
     spread, _ = chunk(placed, hps, jnp.int32(2))
     out["seeds_devices"] = len(spread.obs.sharding.device_set)

@@ -25,16 +25,10 @@ from jaxvaco.config import ConfigError, TrainConfig
 from jaxvaco.envs import env_spec
 from jaxvaco.networks import greedy_action, make_network
 from jaxvaco.normalize import RunningMeanStd, normalize_obs
-from jaxvaco.policy import (
-    Policy,
-    Source,
-    evaluate_runs,
-    export_policy,
-    load_policy,
-    open_source,
-    parse_run,
-    select_run,
-)
+from jaxvaco.policy import Policy, load_policy
+from jaxvaco.policy_eval import evaluate_runs
+from jaxvaco.policy_export import export_policy
+from jaxvaco.policy_source import Source, open_source, parse_run, select_run
 from tests.processes import CRASHES, Outcome, process
 
 TINY = ["--num-envs", "8", "--num-steps", "16", "--total-timesteps", "512",

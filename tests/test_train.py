@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from jaxvaco import lag, runner
-from jaxvaco.config import ALGOS, EvalConfig, LagConfig, TrainConfig, from_dict
+from jaxvaco.config import ALGOS, ConfigError, EvalConfig, LagConfig, TrainConfig, from_dict
+from jaxvaco.grid import expand_runs
 from jaxvaco.hparams import hyperparams_from_config
 from jaxvaco.results import FRACTIONS
 from jaxvaco.train import make_train
@@ -129,7 +130,7 @@ def test_seed_vmap_matches_single_seed_runs(three_seed_run, seed):
 
 
 def test_run_keys_offset_by_seed():
-    runs, keys, _ = runner.expand_runs(tiny(seed=5, num_seeds=3))
+    runs, keys, _ = expand_runs(tiny(seed=5, num_seeds=3))
     for i in range(3):
         assert runs[i]["seed"] == 5 + i
         np.testing.assert_array_equal(keys[i], jax.random.PRNGKey(5 + i))
@@ -138,13 +139,13 @@ def test_run_keys_offset_by_seed():
 def test_list_grid_runs_exactly_the_given_combinations():
     """A random search: combinations that are not a product, each × seeds."""
     grid = [{"learning_rate": 1e-3, "ent_coef": 0.0}, {"learning_rate": 3e-3, "ent_coef": 0.02}]
-    runs, _, hp = runner.expand_runs(tiny(num_seeds=2), grid)
+    runs, _, hp = expand_runs(tiny(num_seeds=2), grid)
     assert [(r["learning_rate"], r["ent_coef"], r["seed"]) for r in runs] == [
         (1e-3, 0.0, 0), (1e-3, 0.0, 1), (3e-3, 0.02, 0), (3e-3, 0.02, 1)]
     np.testing.assert_allclose(hp.learning_rate, [1e-3, 1e-3, 3e-3, 3e-3])
     np.testing.assert_allclose(hp.ent_coef, [0.0, 0.0, 0.02, 0.02])
-    with pytest.raises(runner.ConfigError):
-        runner.expand_runs(tiny(), [{"learning_rate": 1e-3}, {"ent_coef": 0.1}])
+    with pytest.raises(ConfigError):
+        expand_runs(tiny(), [{"learning_rate": 1e-3}, {"ent_coef": 0.1}])
 
 
 def test_metrics_jsonl_and_config_json(three_seed_run):

@@ -1,0 +1,88 @@
+"""The RL trainer's programs, jitted and vmapped over the runs, and the evaluation they run.
+
+`Compiled` wraps the pure functions of a `jaxvaco.train.Trainer` (one run) into programs
+over R runs side by side (the runs' keys and hyperparameters are batched), placed by the
+run's `jaxvaco.distributed.Layout`; on one device they may come from the program cache
+(`jaxvaco.programs.ProgramCache`). `evaluate_policy` runs the evaluation on each run's
+keys (`eval_keys`), which `jaxvaco eval` uses too to reproduce a run's evaluation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxvaco import distributed
+from jaxvaco.guard import all_finite
+from jaxvaco.hparams import Hyperparams
+from jaxvaco.programs import ProgramCache
+from jaxvaco.train import Trainer, TrainState
+
+
+class Compiled:
+    """The jitted entry points of a Trainer, vmapped over runs (keys and hyperparameters)."""
+
+    def __init__(self, trainer: Trainer, cache_dir: Path | None = None,
+                 layout: distributed.Layout | None = None):
+        """With `cache_dir` (single device only), the traced programs are kept there
+        (`jaxvaco.programs.ProgramCache`). `layout`: the run's, when already decided
+        (default: `distributed.layout(trainer.config)`)."""
+        layout = distributed.layout(trainer.config) if layout is None else layout
+        programs = None if cache_dir is None or not layout.single_device else ProgramCache(
+            cache_dir, trainer.config, (trainer.init, trainer.train_chunk, trainer.evaluate))
+
+        def jit(name: str, function: Any, **options: Any) -> Any:
+            if programs is not None:
+                return programs.jit(name, function)
+            return jax.jit(function, **options)
+
+        sharding = layout.runs_sharding  # runs over devices, or None
+        shard = {} if sharding is None else {"out_shardings": sharding}
+        # lax.map, not vmap: executing the vmapped init (orthogonal initialisers, batched
+        # over many runs) deterministically hung XLA's CPU runtime here (e.g. 80 runs).
+        self.init = jit("init", lambda keys, hp: jax.lax.map(lambda run: trainer.init(*run),
+                                                             (keys, hp)), **shard)
+        self.chunk = jit("chunk", jax.vmap(trainer.train_chunk, in_axes=(0, 0, None)))
+        self.evaluate = jit("evaluate", jax.vmap(trainer.evaluate, in_axes=(0, 0, None)))
+        self.finite = jit("finite", jax.vmap(all_finite))
+        self.programs = programs
+
+    def compile_ahead(self, keys: jax.Array, hp: Hyperparams) -> TrainState | None:
+        """With the program cache: start compiling all four programs now, side by side
+        (`jaxvaco.programs.Program.compile_ahead`), and return the state's
+        ShapeDtypeStructs; without it, None (jit compiles each on its first call)."""
+        state = None if self.programs is None else self.init.compile_ahead(keys, hp)
+        if state is None:
+            return None
+        self.chunk.compile_ahead(state, hp, jnp.int32(1))
+        self.evaluate.compile_ahead(state, keys, True)
+        self.finite.compile_ahead(state.params)
+        return state
+
+
+def eval_keys(iteration: int, runs: list[dict], base_seed: int | None = None) -> jax.Array:
+    """The evaluation keys of every run [R]: `fold_in(PRNGKey(10_000 + iteration), seed)`
+    with the run's seed (`base_seed` replaces 10_000 + iteration: other episodes, as
+    `jaxvaco eval --seed` draws them)."""
+    base = jax.random.PRNGKey(10_000 + iteration if base_seed is None else base_seed)
+    seeds = jnp.asarray([run["seed"] for run in runs])
+    return jax.vmap(lambda seed: jax.random.fold_in(base, seed))(seeds)
+
+
+def evaluate_policy(compiled: Compiled, state: TrainState, iteration: int, runs: list[dict]
+                    ) -> dict[str, np.ndarray]:
+    """Greedy and stochastic evaluation returns, mean over episodes, per run.
+
+    The episodes depend only on the run's seed and the iteration, so runs that differ
+    only in a swept hyperparameter are evaluated on the same episodes.
+    """
+    keys = eval_keys(iteration, runs)
+    out = {}
+    for mode, greedy in (("greedy", True), ("stochastic", False)):
+        returns = np.asarray(compiled.evaluate(state, keys, greedy))
+        out[f"eval/{mode}_return"] = returns.mean(axis=1)
+    return out
