@@ -15,7 +15,7 @@ Anchor = Literal["behaviour", "learner"]
 
 @dataclasses.dataclass(frozen=True)
 class LagConfig:
-    """Simulated policy lag (spec §1.1, [ours]).
+    """Simulated policy lag [ours].
 
     The N envs are split into `num_groups` actor groups; in iteration T group g acts with
     the learner's parameters from k_g(T) iterations ago, clamped at θ_0.
@@ -34,7 +34,7 @@ class LagConfig:
 
 @dataclasses.dataclass(frozen=True)
 class EstimateConfig:
-    """The per-iteration estimate of an algorithm (spec §2): which critic and which estimator
+    """The per-iteration estimate of an algorithm: which critic and which estimator
     give the advantages Â and value targets, frozen for the iteration's E × M updates.
 
     The importance correction from β to the learner enters once (`jaxvaco.algos.common`):
@@ -43,10 +43,9 @@ class EstimateConfig:
     """
 
     critic: Critic = "learner"
-    """learner: V_T(s), V_T(s') recomputed with the learner's critic once per iteration (what
-    a practitioner runs; the default since the fair lag study found that every algorithm
-    that uses the recorded critic collapses under lag [ours]); behaviour: the values V_β(s)
-    recorded at collection time (for ablations)."""
+    """learner: V_T(s), V_T(s') recomputed with the learner's critic once per iteration;
+    behaviour: the values V_β(s) recorded at collection time, which collapse under lag
+    [ours] (for ablations)."""
     advantages: Estimator = "gae"
     """gae: GAE(γ, λ); vtrace: V-trace(γ, λ, ρ̄, c̄) with ratios π_T/β (value targets with
     truncated traces; Â_t = q_t − V(s_t), times ρ_t only with anchor π_T)."""
@@ -62,7 +61,7 @@ class EstimateConfig:
 
 @dataclasses.dataclass(frozen=True)
 class PPOConfig(EstimateConfig):
-    """Options of `ppo` (spec §3): the clipped surrogate on the chosen anchor."""
+    """Options of `ppo`: the clipped surrogate on the chosen anchor."""
 
     anchor: Anchor = "behaviour"
     """behaviour: r = π_θ/β (logged log-probs); learner: r = π_θ/π_T, the sample weighted once
@@ -77,7 +76,7 @@ class PPOKLConfig(EstimateConfig):
     """Initial (or fixed) KL penalty coefficient c_kl."""
     target_kl: float = 0.0271
     """d: adaptive mode halves c_kl when KL < d/1.5 and doubles it when KL > 1.5·d. Default:
-    the equal-budget search's choice (see `TUNED`; 0.01 before)."""
+    the tuned value [ours]."""
     adaptive: bool = True
     """False keeps c_kl fixed."""
 
@@ -89,7 +88,7 @@ class SPOConfig(EstimateConfig):
 
 @dataclasses.dataclass(frozen=True)
 class VtraceConfig:
-    """V-trace truncation levels for `impala` (spec §2), recomputed at every minibatch."""
+    """V-trace truncation levels for `impala`, recomputed at every minibatch."""
 
     rho_bar: float = 1.0
     """ρ̄: truncation of the importance weight in δ_t and the advantage."""
@@ -99,28 +98,25 @@ class VtraceConfig:
 
 @dataclasses.dataclass(frozen=True)
 class VacoConfig(EstimateConfig):
-    """Options of `vaco` (spec §3.1). Which parts are [paper] and which [ours] is stated
-    in `jaxvaco.algos.vaco`. The defaults were chosen by the stated experiment of spec §3.2
-    (`experiments/vaco_design.py`, README "VACO: ... choosing the defaults"): anchor β,
-    the learner's critic with GAE ("value-only alignment"), batch filter at the paper's
-    δ = 0.2 [ours]; spec §3.1's original recipe is `--vaco.anchor learner --vaco.critic
-    learner --vaco.advantages vtrace --vaco.advantage-form weighted`."""
+    """Options of `vaco` (which parts are [paper] and which [ours]: `jaxvaco.algos.vaco`).
+    Defaults [ours]: anchor β, the learner's critic with GAE, batch filter at the tuned δ.
+    The paper's recipe is `--vaco.anchor learner --vaco.critic learner --vaco.advantages
+    vtrace --vaco.advantage-form weighted --vaco.delta 0.2`."""
 
     critic: Critic = "learner"
     """Alignment of the critic: learner [paper, ours default] recomputes V_T once per
     iteration; behaviour keeps the recorded values (filter only)."""
     advantage_form: AdvantageForm = "normalize_then_weight"
-    """With anchor π_T and V-trace: weighted = ρ_t inside Â_t (spec §3.1);
+    """With anchor π_T and V-trace: weighted = ρ_t inside Â_t [paper];
     normalize_then_weight [ours] = normalise the unweighted Â, then multiply by ρ_t."""
     delta: float = 0.0669
-    """δ: TV threshold of the filter. Default [ours]: the equal-budget search's choice (see
-    `TUNED`); the paper's value is 0.2 [paper], the default before the search."""
+    """δ: TV threshold of the filter. Default: the tuned value [ours]; the paper's is 0.2."""
     filter: Literal["batch", "sample", "none"] = "batch"
     """batch: filter when the minibatch TV estimate D ≥ δ; sample: when ½|r_i − 1| ≥ δ;
     none: keep every sample (a plain importance-weighted policy gradient)."""
     anchor: Anchor = "behaviour"
     """Denominator of r: β (behaviour, default: the constraint covers backward and forward
-    lag) or π_T (learner: forward lag only, spec §3.1)."""
+    lag) or π_T (learner: forward lag only [paper])."""
 
 
 @dataclasses.dataclass(frozen=True)
