@@ -20,7 +20,7 @@ env, K and seed. This script compares, per return kind (greedy evaluation and tr
     python -m experiments.entropy_swap                             # summary.md from them
 
 Writes experiments/results/entropy_swap/summary.md. Environments without both K for all
-four variants yet are left out and named.
+four variants are left out.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.fair_study import DEV_ENVS, HELD_OUT_BY_DOMAIN, HELD_OUT_ENVS, final_table
+from experiments.render_readme import table
 from jaxvaco.analysis import robustness, stats
 from jaxvaco.analysis.tables import format_estimate
 from jaxvaco.results import read_results
@@ -50,8 +51,8 @@ VARIANTS = {  # label in the data -> (method, entropy coefficient it ran with)
 ASSIGNMENTS = {"tuned": ("vaco", "ppo"), "swapped": ("vaco (ent 0.0252)", "ppo (ent 0.00273)")}
 """Which VACO and PPO-clip(L) runs one comparison pairs: each with its own tuned entropy
 coefficient, or each with the other's."""
-POOLS = {"held out": HELD_OUT_ENVS, "held-out MinAtar": HELD_OUT_BY_DOMAIN["MinAtar"],
-         "held-out Brax": HELD_OUT_BY_DOMAIN["Brax"], "development": DEV_ENVS}
+POOLS = {"Held-out": HELD_OUT_ENVS, "Held-out MinAtar": HELD_OUT_BY_DOMAIN["MinAtar"],
+         "Held-out Brax": HELD_OUT_BY_DOMAIN["Brax"], "Development": DEV_ENVS}
 KINDS = ("greedy", "training")
 
 
@@ -97,43 +98,66 @@ def columns(final: list[dict], envs: list[str], kind: str) -> dict[str, np.ndarr
             "return": np.array([r[kind] for r in rows], dtype=np.float64)}
 
 
-def pool_table(final: list[dict], envs: list[str], kind: str) -> list[str]:
-    """Markdown rows of one pool and return kind: the gaps, then retention and DiD."""
-    lines = ["| comparison | entropy coefficients | K = 0 | K = 16 |", "|---|---|---|---|"]
+def pool_rows(final: list[dict], envs: list[str], kind: str) -> list[list[str]]:
+    """One table of a pool and return kind: the level gaps at K = 0 and 16 with either
+    assignment of the coefficients, then the retention of the four variants and the two
+    differences in differences at K = 16."""
+    rows = [["statistic", "K = 0", f"K = {LAG}"]]
     for name, (vaco, ppo) in ASSIGNMENTS.items():
-        gaps = [format_estimate(level_gap(final, envs, vaco, ppo, k, kind), 3)
-                for k in (0, LAG)]
-        lines.append(f"| level gap VACO − PPO-clip(L) | {name} | {gaps[0]} | {gaps[1]} |")
+        rows.append([f"level gap VACO − PPO-clip(L), {name} coefficients"]
+                    + [format_estimate(level_gap(final, envs, vaco, ppo, k, kind), 3)
+                       for k in (0, LAG)])
     cols = columns(final, envs, kind)
-    lines += ["", "| statistic at K = 16 | runs | estimate |", "|---|---|---|"]
     for variant, (method, entropy) in VARIANTS.items():
-        lines.append(f"| retention | {method}, entropy {entropy} | "
-                     f"{robustness.retention(cols, variant, LAG).format()} |")
+        rows.append([f"retention {method}, entropy {entropy}", "",
+                     robustness.retention(cols, variant, LAG).format()])
     for name, (vaco, ppo) in ASSIGNMENTS.items():
         did = robustness.difference_in_differences(cols, vaco, ppo, LAG)
-        lines.append(f"| DiD VACO − PPO-clip(L) | entropy coefficients {name} | "
-                     f"{did.format()} |")
-    return lines
+        rows.append([f"DiD VACO − PPO-clip(L), {name} coefficients", "", did.format()])
+    return rows
+
+
+def env_rows(final: list[dict], envs: list[str], kind: str) -> list[list[str]]:
+    """Per environment: the level gap at K = 0 and the DiD at K = 16 with either assignment
+    of the coefficients (one environment's 8 seeds each)."""
+    rows = [["environment"] + [f"{stat}, {name}" for stat in ("gap K = 0", f"DiD K = {LAG}")
+                               for name in ASSIGNMENTS]]
+    for env in envs:
+        cols = columns(final, [env], kind)
+        gaps = [format_estimate(level_gap(final, [env], vaco, ppo, 0, kind), 3)
+                for vaco, ppo in ASSIGNMENTS.values()]
+        dids = [robustness.difference_in_differences(cols, vaco, ppo, LAG).format()
+                for vaco, ppo in ASSIGNMENTS.values()]
+        rows.append([env] + gaps + dids)
+    return rows
+
+
+def swap_tables(final: list[dict]) -> dict[str, list[list[str]]]:
+    """{"<pool> (<envs>), <kind> return": rows} for every pool with a complete environment
+    (the `entropy-swap` claim's value)."""
+    tables = {}
+    for pool, envs in POOLS.items():
+        present = complete_envs(final, envs)
+        for kind in KINDS:
+            if present:
+                tables[f"{pool} ({', '.join(present)}), {kind} return"] = pool_rows(
+                    final, present, kind)
+    every = [env for pool in ("Held-out", "Development")
+             for env in complete_envs(final, POOLS[pool])]
+    for kind in KINDS:
+        tables[f"Per environment, {kind} return"] = env_rows(final, every, kind)
+    return tables
 
 
 def summary(final: list[dict]) -> str:
-    """summary.md: per pool and return kind, the level gaps, retentions and DiDs."""
+    """summary.md: `swap_tables` as markdown."""
     out = ["# The entropy swap [ours]", "",
            "Normalised final return; mean over the pool's environments of the per-environment "
            "seed means (no environment trimmed away), paired by environment and seed "
            f"(seeds {SEEDS.start}..{SEEDS.stop - 1}); [95% stratified-bootstrap CI]. "
-           "Made by `python -m experiments.entropy_swap`.", ""]
-    for pool, envs in POOLS.items():
-        present = complete_envs(final, envs)
-        missing = [e for e in envs if e not in present]
-        if not present:
-            out += [f"## {pool}: no complete environment yet", ""]
-            continue
-        out += [f"## {pool} ({', '.join(present)})", ""]
-        if missing:
-            out += [f"Not yet run (left out): {', '.join(missing)}.", ""]
-        for kind in KINDS:
-            out += [f"**{kind} return**", ""] + pool_table(final, present, kind) + [""]
+           "Made by `python -m experiments.entropy_swap`."]
+    for title, rows in swap_tables(final).items():
+        out += ["", f"**{title}**", "", table(rows)]
     return "\n".join(out)
 
 
