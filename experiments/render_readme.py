@@ -295,6 +295,20 @@ def robustness_headline(record: dict) -> str:
             "`python -m experiments.check_claims`.</sub>")
 
 
+def entropy_swap(record: dict) -> str:
+    """The held-out and development tables of the entropy swap; the held-out domains and the
+    per-environment tables folded away."""
+    shown, folded = [], []
+    for name, rows in record["entropy-swap"]["value"].items():
+        part = f"**{name}**\n\n" + table(rows)
+        (shown if name.startswith(("Held-out (", "Development (")) else folded).append(part)
+    return ("\n\n".join(shown) + "\n\n<details>\n<summary>The held-out MinAtar games and "
+            "Brax tasks pooled apart; per environment</summary>\n\n" + "\n\n".join(folded)
+            + "\n\n</details>" + footer(
+                record, ("entropy-swap",),
+                "experiments/results/entropy_swap/entropy_swap/results.csv"))
+
+
 def ablation_robustness(record: dict) -> str:
     value = record["ablation-robustness"]["value"]
     (pooled, pooled_rows), (per_env, per_env_rows) = value.items()
@@ -350,6 +364,7 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "llm-lag-delta": functools.partial(llm_lag, claim="llm-lag-delta", folder=LLM_LAG_DELTA),
     "fair-study-robustness": fair_study_robustness, "robustness-headline": robustness_headline,
     "ablation-robustness": ablation_robustness, "ablation-matched-tv": ablation_matched_tv,
+    "entropy-swap": entropy_swap,
 }
 
 
