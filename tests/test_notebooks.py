@@ -1,4 +1,5 @@
-"""Every notebook under notebooks/ runs headless, start to end, at smoke size.
+"""Every notebook under notebooks/ is committed with its outputs and runs headless, start to
+end, at smoke size.
 
 Each notebook is executed by nbclient in a fresh python3 kernel of this interpreter, in
 notebooks/ (as a user would open it), with JAXVACO_NOTEBOOK_SIZE=smoke (a few iterations
@@ -58,7 +59,12 @@ def executions(request) -> dict[str, Future]:
     pool.shutdown(wait=True, cancel_futures=True)
 
 
-def test_notebooks_exist_and_hold_no_outputs():
+MAX_NOTEBOOK_BYTES = 1_500_000
+"""Committed notebooks carry their outputs (figures as PNG) so that a reader on a code host
+sees them; this keeps the files small enough to review and clone."""
+
+
+def test_notebooks_exist_and_hold_their_executed_outputs():
     assert {p.stem for p in NOTEBOOKS} >= {"quickstart", "lag_sweep", "brax", "anatomy", "llm_lag"}
     for path in NOTEBOOKS:
         notebook = nbformat.read(path, as_version=4)
@@ -70,9 +76,14 @@ def test_notebooks_exist_and_hold_no_outputs():
         assert "parameters" in code[1].metadata.get("tags", []), (
             f"{path.name}: the second code cell is the papermill parameters cell")
         assert "JAXVACO_NOTEBOOK_SIZE" in code[1].source
-        for cell in code:
-            assert cell.outputs == [] and cell.execution_count is None, (
-                f"{path.name}: clear the outputs before committing")
+        counts = [c.execution_count for c in code]
+        assert None not in counts and counts == sorted(counts), (
+            f"{path.name}: commit it executed top to bottom (docs/how-to/notebooks.md)")
+        errors = [o for c in code for o in c.outputs if o.output_type == "error"]
+        assert not errors, f"{path.name}: a stored output is an error"
+        assert any(o.get("data", {}).get("image/png") for c in code for o in c.outputs), (
+            f"{path.name}: no stored figure")
+        assert path.stat().st_size <= MAX_NOTEBOOK_BYTES, f"{path.name}: outputs too large"
 
 
 @pytest.mark.parametrize("name", [p.stem for p in NOTEBOOKS])
