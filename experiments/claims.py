@@ -117,7 +117,7 @@ def mean_ci(values: list[float]) -> dict:
 
 def train_cli(flags: list[str], ctx: Context, name: str) -> dict:
     """`jaxvaco train FLAGS` in a subprocess: final greedy return per seed and wall time."""
-    args = [ctx.python, "-m", "jaxvaco.cli", "train", *flags, "--no-progress",
+    args = [ctx.python, "-m", "jaxvaco", "train", *flags, "--no-progress",
             "--results-dir", str(ctx.tmp / "runs"), "--run-name", name]
     wall = run_command(args, ctx, f"{name}.log")
     greedy = [round(g, 1) for g in final_greedy(ctx.tmp / "runs" / name)]

@@ -81,7 +81,7 @@ class Bench:
         self.count += 1
         name = f"run{self.count}"
         job = JOB + ["--total-timesteps", str(int(self.args.total))] if job is None else job
-        cmd = [sys.executable, "-m", "jaxvaco.cli", "train", *job,
+        cmd = [sys.executable, "-m", "jaxvaco", "train", *job,
                "--results-dir", str(self.work / "results"), "--run-name", name,
                "--compilation-cache", str(cache)]
         seconds, launch, end, _ = timed(cmd, self.env)
