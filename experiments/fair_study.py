@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
-from experiments.render_readme import table
+from experiments.markdown import table
 from jaxvaco.analysis import lag_plots, plots, robustness, stats
 from jaxvaco.analysis.tables import format_estimate, format_number
 from jaxvaco.results import last_evaluated, read_results, write_rows

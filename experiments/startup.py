@@ -10,7 +10,7 @@ and reports medians and ratios (shared CPUs are noisy: the ratio is the result):
     python experiments/startup.py --repeats 5 --json startup.json
     python experiments/startup.py --default-job         # also `jaxvaco train` as shipped
 
-The README's start-up tables are the `startup` claim (experiments/claims.py), which runs
+The README's start-up tables are the `startup` claim (experiments/claims/registry.py), which runs
 this script with `--repeats 3 --default-job --json` and records medians, ratios, the load
 average at the start and the end, and the breakdown in experiments/results/claims.json;
 re-measure (on an idle CPU) and re-render with

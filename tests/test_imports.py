@@ -93,6 +93,20 @@ def test_no_import_cycle_in_jaxvaco_or_experiments():
     assert cycle == [], "import cycle: " + " -> ".join(cycle)
 
 
+def test_claims_package_stands_apart_from_the_experiments():
+    """Imports go one way: the claims registry and renderers -> the experiments -> jaxvaco;
+    only the two command shims import the claims package, and no experiment does."""
+    graph = import_graph(REPO)
+    shims = {"experiments.check_claims", "experiments.render_readme"}
+    into_claims = sorted(module for module, edges in graph.items()
+                         if not module.startswith("experiments.claims") and module not in shims
+                         and any(e.startswith("experiments.claims") for e in edges))
+    assert into_claims == []
+    assert "experiments.fair_study" in graph["experiments.claims.data"]
+    assert not [e for e in graph["experiments.claims.record"] if e.startswith(PACKAGES)]
+    assert not [e for e in graph["experiments.markdown"] if e.startswith(PACKAGES)]
+
+
 def test_cycles_are_found_through_function_level_and_relative_imports(tmp_path):
     package = tmp_path / "pkg"
     (package / "sub").mkdir(parents=True)
