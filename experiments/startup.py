@@ -15,8 +15,7 @@ this script with `--repeats 3 --default-job --json` and records medians, ratios,
 average at the start and the end, and the breakdown in experiments/results/claims.json;
 re-measure (on an idle CPU) and re-render with
 
-    python -m experiments.check_claims --only startup --record --render \\
-        --out experiments/results/check_claims_startup.md
+    python -m experiments.check_claims --only startup --record --render
 
 - cold: `jaxvaco train` with a fresh, empty compilation cache directory every run;
 - warm: `jaxvaco train` with a cache filled by an earlier identical run (not timed);

@@ -7,10 +7,11 @@
     python -m experiments.check_claims --only default-16-seeds --record   # re-record
     python -m experiments.check_claims --only startup --record --render   # and the tables
 
-Prints one line per claim (claim, recorded, now, verdict), writes the same table to
-experiments/results/check_claims.md (check_claims_fast.md with --fast; --out to change)
-and exits with 1 when a claim failed, or when the generated tables (README.md and docs/) are
-not what the recorded claims give (`python -m experiments.render_readme` rewrites them).
+Prints one line per claim (claim, recorded, now, verdict) and exits with 1 when a claim
+failed, or when the generated tables (README.md and docs/) are not what the recorded claims
+give (`python -m experiments.render_readme` rewrites them). The same table, with the rules,
+is the report: written to --out, or, for a check of every claim (no --fast or --only), to
+experiments/results/check_claims.md, the report of the last full check.
 
 With --record, each claim that was measured becomes the recorded value, with the current
 commit (marked "+dirty" when the working tree has uncommitted changes) and date; with
@@ -85,7 +86,7 @@ def cell(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fast", action="store_true", help="only the cheap claims (CI)")
     parser.add_argument("--only", nargs="+", metavar="ID", choices=list(BY_ID),
@@ -96,15 +97,24 @@ def main(argv: list[str] | None = None) -> int:
                         help="store what was measured as the recorded values")
     parser.add_argument("--render", action="store_true",
                         help="then rewrite the generated tables (README, docs/) from the record")
-    parser.add_argument("--out", type=Path, help="where the markdown output goes")
-    args = parser.parse_args(argv)
+    parser.add_argument("--out", type=Path, help="where the markdown report goes (default: "
+                        "experiments/results/check_claims.md for a check of every claim)")
+    return parser.parse_args(argv)
 
+
+def report_path(args: argparse.Namespace) -> Path | None:
+    """--out, else check_claims.md for a check of every claim, else none (printed only)."""
+    if args.out:
+        return args.out
+    return None if args.fast or args.only else RESULTS / "check_claims.md"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     selected = [BY_ID[i] for i in args.only] if args.only else list(CLAIMS)
     if args.fast:
         selected = [c for c in selected if c.fast]
     record = load_record()
-    out = args.out or RESULTS / ("check_claims_fast.md" if args.fast
-                                          else "check_claims.md")
     commit, date = current_commit(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [f"# check_claims{' --fast' if args.fast else ''}: commit {commit}, {date}", "",
@@ -146,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
               f"Total {time.perf_counter() - start:.0f} s. Rules:", ""]
     lines += [f"- `{c.id}` ({c.command}): {c.rule}" for c in selected]
     failed |= bool(problems)
-    out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines[-len(selected) - 3:-len(selected)]))
-    print(f"written to {out}; {'FAILED' if failed else 'all claims hold'}")
+    if out := report_path(args):
+        out.write_text("\n".join(lines) + "\n")
+        print(f"written to {out}")
+    print("FAILED" if failed else "all claims hold")
     return 1 if failed else 0
