@@ -409,8 +409,10 @@ def plot_learning_curves(rows: list[dict], out: Path, lags: tuple[int, ...] = (0
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dev", action="store_true", help="the development envs (neither flag: all)")
-    parser.add_argument("--held-out", action="store_true", help="the held-out envs (neither flag: all)")
+    parser.add_argument("--dev", action="store_true",
+                        help="the development envs (neither flag: all)")
+    parser.add_argument("--held-out", action="store_true",
+                        help="the held-out envs (neither flag: all)")
     parser.add_argument("--envs", nargs="+", help="only these envs (of the chosen sets)")
     parser.add_argument("--variants", nargs="+", help="only these variants (by label)")
     parser.add_argument("--seeds", type=int, help="default: the spec's (16)")

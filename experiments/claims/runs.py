@@ -69,9 +69,8 @@ FAST_LEARNING_FLAGS = ["--num-seeds", "8", "--total-timesteps", "100000"]
 
 def measure_fast_learning(ctx: Context) -> dict:
     """Small enough for CI: in-process, no subprocess start-up."""
-    from jaxvaco.config import TrainConfig
-    from jaxvaco.run_dir import RunControl
-    from jaxvaco.runner import run
+    from jaxvaco import TrainConfig
+    from jaxvaco.runner import RunControl, run
 
     config = TrainConfig(num_seeds=8, total_timesteps=100_000, progress=False,
                          results_dir=str(ctx.tmp / "runs"), run_name="fast_learning")
