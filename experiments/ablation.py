@@ -25,7 +25,7 @@ every run: greedy and training return), summary.md, robustness.md, ablation.{png
 matched_tv.{png,pdf} (final training return against the realised TV(π_θ, β) of each ε and δ
 cell); the sweep's runs are under experiments/results/ablation/runs/ablation/. The
 robustness of the learner-critic cells (retention, difference in differences against
-`BASELINE_CELL`) and the matched-TV table are README claims (experiments/claims.py).
+`BASELINE_CELL`) and the matched-TV table are README claims (experiments/claims/registry.py).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
-from experiments.render_readme import table
+from experiments.markdown import table
 from jaxvaco.analysis import robustness, stats
 from jaxvaco.analysis.tables import format_estimate
 from jaxvaco.results import FRACTIONS, last_evaluated, read_results, write_rows

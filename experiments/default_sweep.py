@@ -36,8 +36,7 @@ import numpy as np
 
 from experiments.common import pre_tuning_config
 from jaxvaco.results import append_rows, read_rows
-from jaxvaco.run_dir import RunControl
-from jaxvaco.runner import run
+from jaxvaco.runner import RunControl, run
 
 OUT = Path(__file__).resolve().parent / "results" / "default_sweep"
 SOLVED = 475.0

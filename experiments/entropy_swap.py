@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.fair_study import DEV_ENVS, HELD_OUT_BY_DOMAIN, HELD_OUT_ENVS, final_table
-from experiments.render_readme import table
+from experiments.markdown import table
 from jaxvaco.analysis import robustness, stats
 from jaxvaco.analysis.tables import format_estimate
 from jaxvaco.results import read_results

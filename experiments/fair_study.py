@@ -9,6 +9,7 @@ the recorded critic, get a row with the learner's (`ppo_kl (learner critic)`,
 Each (env, variant) is one program: K ∈ {0, 2, 4, 8, 16} (`uniform` lag, 4 groups) ×
 seeds, vmapped.
 
+    python -m experiments.fair_study                        # every env (finished cells kept)
     python -m experiments.fair_study --dev                  # development environments
     python -m experiments.fair_study --held-out             # then the held-out ones
     python -m experiments.fair_study --summary-only
@@ -44,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
-from experiments.render_readme import table
+from experiments.markdown import table
 from jaxvaco.analysis import lag_plots, plots, robustness, stats
 from jaxvaco.analysis.tables import format_estimate, format_number
 from jaxvaco.results import last_evaluated, read_results, write_rows
@@ -408,8 +409,10 @@ def plot_learning_curves(rows: list[dict], out: Path, lags: tuple[int, ...] = (0
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dev", action="store_true", help="run the development envs")
-    parser.add_argument("--held-out", action="store_true", help="run the held-out envs")
+    parser.add_argument("--dev", action="store_true",
+                        help="the development envs (neither flag: all)")
+    parser.add_argument("--held-out", action="store_true",
+                        help="the held-out envs (neither flag: all)")
     parser.add_argument("--envs", nargs="+", help="only these envs (of the chosen sets)")
     parser.add_argument("--variants", nargs="+", help="only these variants (by label)")
     parser.add_argument("--seeds", type=int, help="default: the spec's (16)")
@@ -422,10 +425,13 @@ def main() -> None:
         if not args.chosen.exists():
             parser.error(f"{args.chosen} does not exist: run `python -m experiments.tune` "
                          "first (the study uses the frozen tuned configurations)")
-        chosen_envs = (DEV_ENVS if args.dev else ()) + (HELD_OUT_ENVS if args.held_out else ())
+        both = not (args.dev or args.held_out)
+        chosen_envs = ((DEV_ENVS if args.dev or both else ())
+                       + (HELD_OUT_ENVS if args.held_out or both else ()))
         envs = [e for e in chosen_envs if not args.envs or e in args.envs]
         if not envs:
-            parser.error("nothing to run: pass --dev and/or --held-out (and --envs from them)")
+            parser.error(f"none of --envs {' '.join(args.envs)} is in the chosen sets: "
+                         f"{', '.join(chosen_envs)}")
         args.out.mkdir(parents=True, exist_ok=True)
         spec = write_study_spec(json.loads(args.chosen.read_text()), args.out / "study.toml")
         run_spec(experiment_spec(spec, args.out, envs, args.seeds, args.steps,

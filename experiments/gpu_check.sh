@@ -21,9 +21,6 @@
 #   minatar     throughput.py --env Breakout-MinAtar --only seeds vaco, 2048 envs, 5e6 steps
 #   brax        throughput.py --only brax (inverted_pendulum, spring), 2048 envs, 4M steps,
 #               only if brax + mujoco import
-#   lagsweep    lag_sweep --envs CartPole-v1 --seeds 16 --steps 300000 into a fresh folder
-#               (finished (env, algo) cells are kept; if cut short, --plot-only summarises
-#               the finished ones)
 #   fairstudy   (not in the default STEPS) the fair study's held-out Brax cells
 #               (experiments/fair_study.py --held-out, 16 seeds x K in {0,2,4,8,16}), one
 #               invocation per env of FS_ENVS with FS_VARIANTS (comma-separated, e.g.
@@ -33,13 +30,13 @@
 #               experiments/results/fair_study` here, and the same fair_study command run
 #               here appends the finished cells' rows without rerunning them)
 # Knobs (environment variables before the command): DEADLINE, STEPS (names above), NUM_ENVS,
-# TOTAL, MINATAR_TOTAL, REPEATS, SEEDS, BRAX_ENV, BRAX_ENVS, BRAX_TOTAL, LAG_SEEDS,
-# LAG_STEPS, LAG_ALGOS, FS_ENVS, FS_VARIANTS, FS_ARGS, PYTHON.
+# TOTAL, MINATAR_TOTAL, REPEATS, SEEDS, BRAX_ENV, BRAX_ENVS, BRAX_TOTAL, FS_ENVS,
+# FS_VARIANTS, FS_ARGS, PYTHON.
 #
 # What comes back under $OUT (the tool returns at most 8 files; pick STEPS so that at most 8
 # are written):
 #   log.txt  env.txt  throughput_cartpole.json  throughput_minatar.json
-#   throughput_brax.json  lag_sweep_summary.md  lag_sweep.tar.gz (CSVs, summary, PNGs)
+#   throughput_brax.json
 #   study.csv  summary.md  fair_study_runs.tar.gz (fairstudy)
 # The last lines printed are a summary table (the tool's output_tail holds them).
 #
@@ -48,12 +45,11 @@
 #                  experiments/gpu_check.sh', carry=[".whl"], timeout_s=600)
 # in 518 s (install 2, env 14, cartpole 63, fairstudy 165 + 127 + 147 s); its log, env.txt
 # and throughput JSON are in experiments/results/gpu_check/, the Brax rows in the fair
-# study's study.csv. The minatar, brax and lagsweep steps have not run on a device yet.
+# study's study.csv. The minatar and brax steps have not run on a device yet.
 #
 # CPU dry run here, small sizes (a Python 3.12 venv with jax etc. stands for the device):
 #   OUT=/tmp/gc PYTHON=/tmp/venv/bin/python NUM_ENVS=64 TOTAL=2e4 MINATAR_TOTAL=2e4 \
-#   REPEATS=1 SEEDS=2 BRAX_ENVS=16 BRAX_TOTAL=4096 LAG_SEEDS=2 LAG_STEPS=4096 \
-#   LAG_ALGOS=ppo bash experiments/gpu_check.sh
+#   REPEATS=1 SEEDS=2 BRAX_ENVS=16 BRAX_TOTAL=4096 bash experiments/gpu_check.sh
 set -u
 set -o pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -98,7 +94,7 @@ mkdir -p "$OUT"
 LOG=$OUT/log.txt
 PY=${PYTHON:-python3}
 DEADLINE=${DEADLINE:-480}
-STEPS=${STEPS:-install env cartpole minatar brax lagsweep}
+STEPS=${STEPS:-install env cartpole minatar brax}
 NUM_ENVS=${NUM_ENVS:-2048}
 TOTAL=${TOTAL:-2e7}
 MINATAR_TOTAL=${MINATAR_TOTAL:-5e6}
@@ -107,15 +103,11 @@ SEEDS=${SEEDS:-16}
 BRAX_ENV=${BRAX_ENV:-inverted_pendulum}
 BRAX_ENVS=${BRAX_ENVS:-2048}
 BRAX_TOTAL=${BRAX_TOTAL:-4194304}
-LAG_SEEDS=${LAG_SEEDS:-16}
-LAG_STEPS=${LAG_STEPS:-300000}
-LAG_ALGOS=${LAG_ALGOS:-ppo ppo_kl spo impala vaco}
 FS_ENVS=${FS_ENVS:-hopper inverted_double_pendulum reacher}
 FS_VARIANTS=${FS_VARIANTS:-ppo,vaco}  # comma-separated labels (some hold spaces)
 FS_ARGS=${FS_ARGS:-}  # e.g. "--seeds 2 --steps 8192" for a dry run
 FSDIR=/tmp/gpu_check_fair_study
 SITE=/tmp/site
-LAGDIR=/tmp/gpu_check_lag_sweep   # fresh results folder for the sweep (checkpoints stay here)
 
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 MPLBACKEND=Agg TF_CPP_MIN_LOG_LEVEL=1
 export PYTHONPATH="$SITE:$REPO${PYTHONPATH:+:$PYTHONPATH}"
@@ -212,21 +204,6 @@ if want brax; then
     fi
 fi
 
-if want lagsweep; then
-    rm -rf "$LAGDIR"
-    # DEADLINE less 40 s: time kept for the --plot-only summary if the sweep is cut short
-    # shellcheck disable=SC2086
-    DEADLINE=$((DEADLINE - 40)) step lagsweep 300 "$PY" -m experiments.lag_sweep --envs CartPole-v1 --algos $LAG_ALGOS \
-        --seeds "$LAG_SEEDS" --steps "$LAG_STEPS" --out "$LAGDIR"
-    if [[ -s $LAGDIR/lag_sweep.csv && ! -f $LAGDIR/summary.md ]]; then
-        step lagsweep_plot 60 "$PY" -m experiments.lag_sweep --plot-only --out "$LAGDIR"
-    fi
-    if [[ -d $LAGDIR ]]; then
-        [[ -f $LAGDIR/summary.md ]] && cp "$LAGDIR/summary.md" "$OUT/lag_sweep_summary.md"
-        tar czf "$OUT/lag_sweep.tar.gz" -C "$LAGDIR" --exclude=./runs --exclude='*.pdf' .
-    fi
-fi
-
 if want fairstudy; then
     IFS=, read -ra VARIANTS <<<"$FS_VARIANTS"
     rm -rf "$FSDIR" && mkdir -p "$FSDIR"
@@ -256,6 +233,5 @@ for r in json.load(open(sys.argv[1])):
     for k, v in r["sps"].items():
         print(f"           {k:<26} {v:>14,.0f} env-steps/s")' "$f"
     done
-    [[ -f $OUT/lag_sweep_summary.md ]] && cat "$OUT/lag_sweep_summary.md"
 } 2>&1 | tee -a "$LOG"
 exit 0

@@ -28,7 +28,7 @@ from experiments.fair_study import (
     robustness_env_rows,
     robustness_results,
 )
-from experiments.render_readme import table
+from experiments.markdown import table
 from jaxvaco.results import read_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "held_out_2"

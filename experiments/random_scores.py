@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxvaco.envs import make_env
+from jaxvaco import make_env
 
 
 def random_actions(key: jax.Array, spec, num_envs: int) -> jax.Array:

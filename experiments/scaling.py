@@ -46,10 +46,8 @@ def measure(env: str, num_envs: int, num_seeds: int, target_steps: float) -> dic
     import jax
     import jax.numpy as jnp
 
-    from jaxvaco.compiled import Compiled
     from jaxvaco.config import PPOConfig, TrainConfig
-    from jaxvaco.grid import expand_runs
-    from jaxvaco.train import make_train
+    from jaxvaco.runner import Compiled, expand_runs, make_train
 
     batch = num_envs * 128
     iterations = max(1, round(target_steps / (batch * num_seeds)))

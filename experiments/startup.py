@@ -10,13 +10,12 @@ and reports medians and ratios (shared CPUs are noisy: the ratio is the result):
     python experiments/startup.py --repeats 5 --json startup.json
     python experiments/startup.py --default-job         # also `jaxvaco train` as shipped
 
-The README's start-up tables are the `startup` claim (experiments/claims.py), which runs
+The README's start-up tables are the `startup` claim (experiments/claims/registry.py), which runs
 this script with `--repeats 3 --default-job --json` and records medians, ratios, the load
 average at the start and the end, and the breakdown in experiments/results/claims.json;
 re-measure (on an idle CPU) and re-render with
 
-    python -m experiments.check_claims --only startup --record --render \\
-        --out experiments/results/check_claims_startup.md
+    python -m experiments.check_claims --only startup --record --render
 
 - cold: `jaxvaco train` with a fresh, empty compilation cache directory every run;
 - warm: `jaxvaco train` with a cache filled by an earlier identical run (not timed);
@@ -81,7 +80,7 @@ class Bench:
         self.count += 1
         name = f"run{self.count}"
         job = JOB + ["--total-timesteps", str(int(self.args.total))] if job is None else job
-        cmd = [sys.executable, "-m", "jaxvaco.cli", "train", *job,
+        cmd = [sys.executable, "-m", "jaxvaco", "train", *job,
                "--results-dir", str(self.work / "results"), "--run-name", name,
                "--compilation-cache", str(cache)]
         seconds, launch, end, _ = timed(cmd, self.env)

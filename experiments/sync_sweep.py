@@ -50,13 +50,12 @@ def run_interval(interval: int, args: argparse.Namespace) -> list[dict]:
     import jax.numpy as jnp
     import numpy as np
 
-    from jaxvaco.hparams import hyperparams_from_config
-    from jaxvaco.train import make_train
+    from jaxvaco.runner import expand_runs, make_train
 
     config = sweep_config(interval, args)
     trainer = make_train(config)
     keys = jax.random.split(jax.random.PRNGKey(0), args.seeds)
-    hp = jax.tree.map(lambda x: jnp.stack([x] * args.seeds), hyperparams_from_config(config))
+    _, _, hp = expand_runs(config)  # the config's hyperparameters, one row per seed
     chunk = jax.jit(jax.vmap(trainer.train_chunk, in_axes=(0, 0, None)))
     state = jax.jit(jax.vmap(trainer.init))(keys, hp)
     n = config.num_iterations

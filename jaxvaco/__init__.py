@@ -2,7 +2,8 @@
 
 Entry points: `TrainConfig` (typed configuration), `make_train` (pure jitted functions),
 `run` (the host loop that trains, evaluates and writes results), `load_policy` (a trained
-policy from a run directory or an export, to act with).
+policy from a run directory or an export, to act with), `make_env` (batched,
+auto-resetting copies of an environment by name).
 """
 
 from jaxvaco.config import ConfigError, TrainConfig
@@ -19,6 +20,10 @@ def __getattr__(name):
         from jaxvaco.runner import run
 
         return run
+    if name == "make_env":
+        from jaxvaco.envs import make_env
+
+        return make_env
     if name == "load_policy":
         from jaxvaco.policy import load_policy
 
@@ -26,4 +31,5 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-__all__ = ["ConfigError", "TrainConfig", "load_policy", "make_train", "run", "__version__"]
+__all__ = ["ConfigError", "TrainConfig", "load_policy", "make_env", "make_train", "run",
+           "__version__"]

@@ -59,9 +59,3 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[command](rest)
     except UsageError as error:  # any command's parse error (`parse_args`): one line, exit 2
         return report_failure(error, "")
-
-
-if __name__ == "__main__":
-    from jaxvaco.process import main as process_main
-
-    process_main()

@@ -92,7 +92,7 @@ def print_summary(config: TrainConfig, run_dir: Path, runs: list[dict], summary:
 
 
 def results_table(rows: list[dict]) -> tuple[Table, list[str]]:
-    """A rich table of `jaxvaco.analysis.tables.robustness_table` rows and the footnotes
+    """A rich table of `jaxvaco.analysis.sweep_table.robustness_table` rows and the footnotes
     that say what its cells are."""
     from jaxvaco.analysis.tables import format_estimate
 

@@ -9,6 +9,11 @@ programs over the runs (`jaxvaco.compiled.Compiled`, with the runs of
 
 `run(config, resume=run_dir)` continues from the newest checkpoint of a run; chunks are
 deterministic, so the result is bit-identical to a run that was never interrupted.
+
+For benchmarks and loops of one's own, the pieces `run` is built from are public here too:
+`make_train(config)` (the pure trainer functions), `expand_runs(config, grid)` (the runs'
+labels, keys and stacked hyperparameters) and `Compiled(trainer)` (the jitted entry points,
+vmapped over runs); `RunControl` sets checkpointing.
 """
 
 from __future__ import annotations

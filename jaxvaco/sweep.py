@@ -31,7 +31,7 @@ episode return), then every other metric (eval/greedy_return, tv/backward, tv/fo
 tv/total, lag/iterations, the algorithm's ppo/clipped_fraction, spo/outside_fraction or
 vaco/filtered_fraction, ...).
 ``jaxvaco sweep`` ends by printing its table of final returns per (env, variant) and K with
-the retention at the largest K (`jaxvaco.analysis.tables.robustness_table`), then the
+the retention at the largest K (`jaxvaco.analysis.sweep_table.robustness_table`), then the
 ``jaxvaco plot`` command, which prints the same table and draws it (one colour per variant).
 
 Example ``sweep.toml``::

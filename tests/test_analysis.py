@@ -8,7 +8,7 @@ import io
 import numpy as np
 import pytest
 
-from jaxvaco.analysis import lag_plots, plots, stats, tables
+from jaxvaco.analysis import lag_plots, plots, stats, sweep_table, tables
 
 # --------------------------------------------------------------------------------------------
 # Hand-computed aggregates on tiny matrices
@@ -379,7 +379,7 @@ def _sweep_table(ks=(0, 4)) -> dict[str, np.ndarray]:
 
 
 def test_robustness_table_cells_by_hand():
-    rows = tables.robustness_table(_sweep_table())
+    rows = sweep_table.robustness_table(_sweep_table())
     assert [(r["env"], r["variant"]) for r in rows] == [
         (e, v) for e in sorted(TABLE_ENVS) for v in ("a", "b")]
     for row in rows:
@@ -413,7 +413,7 @@ def test_robustness_table_without_lag_has_no_retention():
     from jaxvaco.progress import print_results_table
 
     table = _sweep_table(ks=(0,))
-    rows = tables.robustness_table(table)
+    rows = sweep_table.robustness_table(table)
     assert len(rows) == 4 and all("retention" not in row for row in rows)
     assert all(sorted(row["return"]) == [0] for row in rows)
     console = Console(file=io.StringIO(), width=200)
@@ -422,7 +422,7 @@ def test_robustness_table_without_lag_has_no_retention():
     assert "K=0" in text and "retention" not in text and "greedy" in text
     # with a K > 0 it has one, and says which scale each env's retention is in
     console = Console(file=io.StringIO(), width=200)
-    print_results_table(tables.robustness_table(_sweep_table()), console)
+    print_results_table(sweep_table.robustness_table(_sweep_table()), console)
     text = " ".join(console.file.getvalue().split())
     assert "retention" in text and "K=4 − K=0" in text
     assert "normalised score (random = 0, reference = 1) on CartPole-v1" in text

@@ -460,7 +460,7 @@ def test_no_traceback_reaches_stderr_from_the_entry_point(run_copy, tmp_path):
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     for args, needle in ((["train", "--resume", str(run_copy)], "config.json"),
                          (["sweep", str(tmp_path / "sweep.toml")], "not valid TOML")):
-        proc = subprocess.run([sys.executable, "-m", "jaxvaco.cli", *args], env=env,
+        proc = subprocess.run([sys.executable, "-m", "jaxvaco", *args], env=env,
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 2, proc.stderr
         assert "Traceback" not in proc.stderr

@@ -1,6 +1,6 @@
 """Checkpoints, exact resume, stop signals, the NaN guard and the logging sinks.
 
-The interruption tests run `python -m jaxvaco.cli train` in subprocesses sharing a
+The interruption tests run `python -m jaxvaco train` in subprocesses sharing a
 persistent compilation cache, so only the first of them compiles; the rest are
 in-process `runner.run` calls on tiny configs.
 """
@@ -91,7 +91,7 @@ def cli(args: list[str], cache: Path) -> subprocess.Popen:
                JAX_COMPILATION_CACHE_DIR=str(cache),
                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1")
-    return subprocess.Popen([sys.executable, "-m", "jaxvaco.cli", "train", *args], env=env,
+    return subprocess.Popen([sys.executable, "-m", "jaxvaco", "train", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -81,7 +81,7 @@ def test_second_identical_run_loads_from_the_cache(tmp_path):
     assert first["compile"]["cache_hits"] == 0 and first["compile"]["programs"] >= 3
 
     # A new process (nothing compiled in memory) loads every program from the cache.
-    subprocess.run([sys.executable, "-m", "jaxvaco.cli", *argv, "--run-name", "second"],
+    subprocess.run([sys.executable, "-m", "jaxvaco", *argv, "--run-name", "second"],
                    check=True, capture_output=True)
     second = json.loads((tmp_path / "results" / "second" / "timings.json").read_text())
     hits, programs = second["compile"]["cache_hits"], second["compile"]["programs"]

@@ -81,3 +81,26 @@ def test_notebooks_read_the_repository_url_from_pyproject():
         text = path.read_text()
         assert "OWNER" not in text, path.name
         assert f"git+{repo}" in text and notebook_urls.colab_url(repo, path) in text, path.name
+
+
+def test_experiments_index_names_every_results_folder_and_its_command():
+    """docs/results/experiments.md: a row for every folder (and file) of experiments/results/,
+    each row's folder there unless in progress, its command naming scripts and specs that
+    exist."""
+    from experiments.markdown import table_rows
+
+    results = REPO / "experiments" / "results"
+    text = (REPO / "docs" / "results" / "experiments.md").read_text()
+    block = text.split("<!-- experiments-index -->")[1].split("<!-- /experiments-index -->")[0]
+    header, *rows = table_rows(block)
+    assert header == ["folder", "what it holds", "command", "status", "page"]
+    entries = {row[0].strip("`").rstrip("/"): row for row in rows}
+    on_disk = {p.name for p in results.iterdir() if p.name != "README.md"}
+    assert sorted(on_disk - set(entries)) == [], "add a row to docs/results/experiments.md"
+    for name, (_, _, command, status, _) in entries.items():
+        assert status in ("current", "history", "in progress"), name
+        assert name in on_disk or status == "in progress", f"{name}: no such folder"
+        paths = re.findall(r"(?:experiments|docs)/[\w/]+\.(?:py|sh|toml)", command)
+        modules = [f"experiments/{m}.py" for m in re.findall(r"-m experiments\.(\w+)", command)]
+        assert paths + modules, f"{name}: the command names no script"
+        assert [p for p in paths + modules if not (REPO / p).exists()] == [], name

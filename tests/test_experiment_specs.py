@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments import ablation, fair_study, lag_sweep, vaco_design
+from experiments import ablation, fair_study, vaco_design
 from experiments.common import experiment_spec, run_spec
-from jaxvaco.config import ALGOS, ConfigError, EvalConfig, LagConfig, TrainConfig, with_overrides
+from jaxvaco.config import ConfigError, EvalConfig, LagConfig, TrainConfig, with_overrides
 from jaxvaco.envs import BRAX_ENV_NAMES
 from jaxvaco.results import read_results
 from jaxvaco.sweep import cell_setup, cells, load_sweep_file
@@ -77,14 +77,6 @@ def ablation_runs() -> dict[tuple[str, str], TrainConfig]:
         "num_seeds": 8, "total_timesteps": DEV_BUDGETS[env], **overrides}, (0, 4, 16))
         for env in ("Acrobot-v1", "CartPole-v1", "Breakout-MinAtar")
         for name, overrides in variants.items()}
-
-
-def lag_sweep_runs() -> dict[tuple[str, str], TrainConfig]:
-    base = pinned(num_envs=16, num_steps=128, update_epochs=4, num_minibatches=4,
-                  learning_rate=1e-3, lag=UNIFORM, eval=EVAL, progress=False)
-    return {(env, algo): old_config(base, env, {"algo": algo, "num_seeds": 16,
-                                                "total_timesteps": steps}, (0, 2, 4, 8, 16))
-            for env, steps in DEV_BUDGETS.items() for algo in ALGOS}
 
 
 CHOSEN = {"ppo": {"config": 3, "update_epochs": 2, "num_minibatches": 8,
@@ -179,12 +171,6 @@ def test_ablation_spec_is_the_old_script_plus_the_epsilon_cells(tmp_path):
     assert_spec_builds(spec, ablation_runs(), ablation.LAGS, tmp_path)
 
 
-def test_lag_sweep_spec_is_the_old_script(tmp_path):
-    spec = experiment_spec(lag_sweep.SPEC, tmp_path)
-    assert spec.lag_delays == lag_sweep.LAGS
-    assert_spec_builds(spec, lag_sweep_runs(), lag_sweep.LAGS, tmp_path)
-
-
 @pytest.mark.parametrize("stage", vaco_design.STAGES)
 def test_vaco_design_specs_are_the_old_script(tmp_path, stage):
     spec = experiment_spec(vaco_design.spec_path(stage), vaco_design.OUT)
@@ -224,7 +210,7 @@ def test_experiment_spec_options_and_bad_names(tmp_path):
                            steps=2048, seeds=1, envs=["CartPole-v1"])
     assert [c.name for c in cells(spec)] == ["CartPole-v1__clip-β-learner-gae__K0-4-16"]
     assert spec.base.num_seeds == 1
-    spec = experiment_spec(lag_sweep.SPEC, tmp_path, algos=["vaco", "ppo"])
+    spec = experiment_spec(fair_study.SPEC, tmp_path, algos=["vaco", "ppo"])
     assert [c.label for c in cells(spec)][:2] == ["vaco", "ppo"]
     with pytest.raises(ConfigError, match="no variant 'clip b'"):
         experiment_spec(ablation.SPEC, tmp_path, variants=["clip b"])
@@ -250,9 +236,9 @@ def test_run_spec_appends_new_cells_and_skips_those_in_the_csv(tmp_path, monkeyp
     from jaxvaco.run_dir import write_json
     from jaxvaco.sweep import SweepResult, cell_config
 
-    spec = experiment_spec(lag_sweep.SPEC, tmp_path, envs=["CartPole-v1"],
+    spec = experiment_spec(fair_study.SPEC, tmp_path, envs=["CartPole-v1"],
                            algos=["ppo", "vaco"])
-    csv_path = tmp_path / "lag_sweep.csv"
+    csv_path = tmp_path / "study.csv"
     csv_path.write_text("env,algo,variant,K,seed,step,return,eval_greedy,filter/fraction\n"
                         "CartPole-v1,ppo,ppo,0,0,2048,9.0,30.0,0.125\n")
     ran = []

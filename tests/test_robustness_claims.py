@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from experiments import ablation, fair_study, render_readme
-from experiments.claims import parse_ci
+from experiments import ablation, fair_study
+from experiments.claims import blocks
+from experiments.claims.rules import parse_ci
 from jaxvaco.analysis.stats import normalize_score
 
 ENVS = ("CartPole-v1", "Acrobot-v1")
@@ -109,7 +110,7 @@ def test_robustness_tables_pool_held_out_domains_and_feed_the_headline():
         "Retention: Held-out Brax (hopper)", "DiD: Held-out Brax (hopper)",
         "Per environment, K = 16: Held-out"]
     record = {"fair-study-robustness": {"value": tables}}
-    headline = render_readme.robustness_headline(record)
+    headline = blocks.robustness_headline(record)
     retention = tables["Retention: Held-out (Asterix-MinAtar, hopper)"]
     vaco = next(r for r in retention if r[:2] == ["VACO", "greedy"])
     assert f"retention VACO {vaco[-1]}" in headline.split("greedy return")[1]

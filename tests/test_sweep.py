@@ -53,7 +53,7 @@ def sweep(args: list[str], cache: Path) -> subprocess.Popen:
                JAX_COMPILATION_CACHE_DIR=str(cache),
                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1")
-    return subprocess.Popen([sys.executable, "-m", "jaxvaco.cli", "sweep", *args], env=env,
+    return subprocess.Popen([sys.executable, "-m", "jaxvaco", "sweep", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
