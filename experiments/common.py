@@ -90,6 +90,8 @@ def run_spec(spec: SweepConfig, csv_path: Path) -> None:
         else:
             todo.append(cell)
     result = run_sweep(spec, only=todo)
+    if result.ran:
+        print(result.compile_share(), flush=True)
     if result.stop_signal:  # interrupted: the checkpoint is saved, the rows are incomplete
         sys.exit(128 + result.stop_signal)
     for cell in todo:

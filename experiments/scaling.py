@@ -62,7 +62,7 @@ def measure(env: str, num_envs: int, num_seeds: int, target_steps: float) -> dic
     t0 = time.perf_counter()
     chunk = programs.chunk.lower(state, hp, jnp.int32(1)).compile()
     compile_sec = time.perf_counter() - t0
-    state, _ = jax.block_until_ready(chunk(state, hp, jnp.int32(1)))  # warm-up
+    state, *_ = jax.block_until_ready(chunk(state, hp, jnp.int32(1)))  # warm-up
     t0 = time.perf_counter()
     jax.block_until_ready(chunk(state, hp, jnp.int32(iterations)))
     run_sec = time.perf_counter() - t0

@@ -9,6 +9,7 @@ and reports medians and ratios (shared CPUs are noisy: the ratio is the result):
     python experiments/startup.py                       # cold and warm, 3 repeats
     python experiments/startup.py --repeats 5 --json startup.json
     python experiments/startup.py --default-job         # also `jaxvaco train` as shipped
+    python experiments/startup.py --programs --json programs.json  # compile time by program
 
 The README's start-up tables are the `startup` claim (experiments/claims/registry.py), which runs
 this script with `--repeats 3 --default-job --json` and records medians, ratios, the load
@@ -28,6 +29,12 @@ The job is the reference's: CartPole-v1, 256 envs × 128 steps, 4 epochs × 4 mi
 evaluates (every 5 chunks and at the end) and checkpoints (every 5 chunks and at the end),
 as its default does; the reference does neither. `--default-job` also times `jaxvaco train`
 with no options at all (16 envs, 1M steps) with a warm cache.
+
+`--programs` instead times one cold `jaxvaco train` of each of `PROGRAM_JOBS` (CartPole, a
+MinAtar game, a Brax task) and tables its compile time by program (init, chunk, evaluate,
+and the small eager ones: eval keys, stacking rows) and phase: tracing, lowering to MLIR,
+XLA compiling (`jaxvaco.compilation.CompileStats.phases`; a program compiled in a
+background thread overlaps the others, so the phases add up to more than the wall time).
 
 Then a breakdown of one cold and one warm jaxvaco run, from the `timings.json` the run
 writes and the times seen from outside: start-up (interpreter and imports, until `run`
@@ -55,6 +62,15 @@ JOB = ["--env", "CartPole-v1", "--num-envs", "256", "--num-steps", "128", "--upd
        "--ppo.critic", "behaviour"]
 """The reference's PPO: its ε, c_e and GAE on the recorded values (PPO's defaults before
 issue 30 made the tuned values and the learner's critic the defaults)."""
+
+
+PROGRAM_JOBS = {
+    "CartPole-v1": ["--env", "CartPole-v1", "--total-timesteps", "100000"],
+    "Breakout-MinAtar": ["--env", "Breakout-MinAtar", "--total-timesteps", "50000"],
+    "inverted_pendulum": ["--env", "inverted_pendulum", "--total-timesteps", "100000"],
+}
+"""The default job of each environment (its family's defaults), shortened: compiling does
+not depend on the number of steps, only on the shapes."""
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
@@ -137,6 +153,34 @@ def print_breakdown(title: str, run: dict) -> None:
         print(f"    {name:<38} {seconds:6.2f} s")
 
 
+def program_table(work: Path, bench: Bench) -> dict[str, dict]:
+    """One cold run of each `PROGRAM_JOBS` job: its seconds, compile figures and phases."""
+    out = {}
+    for env, job in PROGRAM_JOBS.items():
+        run = bench.jaxvaco(work / f"cold-{env}", job=[*job, "--no-progress"])
+        out[env] = {"seconds": run["seconds"], "compile": run["timings"]["compile"]}
+        print_programs(env, out[env])
+    return out
+
+
+def print_programs(env: str, figures: dict) -> None:
+    compile_ = figures["compile"]
+    print(f"\n{env}: whole process {figures['seconds']:.1f} s, compiling "
+          f"{compile_['seconds']:.1f} s (wall), {compile_['programs']} XLA programs")
+    print(f"  {'program':<24} {'trace':>7} {'lower':>7} {'compile':>8}")
+    for name, phases in sorted(compile_["phases"].items(), key=lambda kv: -sum(kv[1].values())):
+        if sum(phases.values()) >= 0.05:
+            print(f"  {name:<24} " + " ".join(f"{phases[p]:7.2f}" for p in
+                                              ("trace", "lower", "compile")))
+
+
+def write_programs(args: argparse.Namespace, date: str, table: dict[str, dict]) -> None:
+    if args.json:
+        args.json.write_text(json.dumps({"date": date, "commit": git_commit(),
+                                         "load_end": os.getloadavg()[0], "programs": table},
+                                        indent=2))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each (median)")
@@ -147,6 +191,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="also time the reference with JAX's persistent cache on (warm)")
     parser.add_argument("--default-job", action="store_true",
                         help="also time `jaxvaco train` with its defaults, warm cache")
+    parser.add_argument("--programs", action="store_true",
+                        help="only the compile time by program of PROGRAM_JOBS, cold")
     parser.add_argument("--json", type=Path,
                         help="also write the results here (with the date, commit and load)")
     args = parser.parse_args(argv)
@@ -158,6 +204,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="jaxvaco-startup-") as tmp:
         work = Path(tmp)
         bench = Bench(args, work)
+        if args.programs:
+            return write_programs(args, date, program_table(work, bench))
         warm_cache, ref_cache = work / "warm-cache", work / "ref-cache"
         bench.jaxvaco(warm_cache)  # fills the warm cache
         if args.reference_warm:

@@ -41,6 +41,7 @@ _COMPILE_EVENTS = (
     "/jax/core/compile/backend_compile_duration",
 )
 _BACKEND_COMPILE = _COMPILE_EVENTS[2]
+_PHASES = dict(zip(_COMPILE_EVENTS, ("trace", "lower", "compile"), strict=True))
 _CACHE_HIT = "/jax/compilation_cache/cache_hits"
 
 _jax_dir_before_us: list[str | None] = []  # the dir JAX had before jaxvaco first set one
@@ -132,6 +133,9 @@ class CompileStats:
     programs: int = 0  # XLA programs compiled or loaded from the cache
     cache_hits: int = 0  # of which loaded from the persistent cache
     by_program: dict[str, float] = dataclasses.field(default_factory=dict)  # XLA seconds
+    phases: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    """{program: {"trace"|"lower"|"compile": seconds}}, nested traces (a jit inside a
+    program) under their own name."""
 
 
 class CompileClock:
@@ -147,6 +151,7 @@ class CompileClock:
         self._lock = threading.Lock()
         self._spans: list[tuple[float, float]] = []
         self._compiles: list[tuple[float, float, str]] = []
+        self._phases: list[tuple[float, float, str, str]] = []  # start, end, name, phase
         self._hits: list[float] = []
         self._started = False
 
@@ -163,6 +168,8 @@ class CompileClock:
             return
         with self._lock:
             self._spans.append((start, end))
+            self._phases.append((start, end, program_name(kwargs.get("fun_name")),
+                                 _PHASES[event]))
             if event == _BACKEND_COMPILE:
                 self._compiles.append((start, end, str(kwargs.get("fun_name", "?"))))
 
@@ -183,11 +190,26 @@ class CompileClock:
             spans = sorted((max(a, since), b) for a, b in self._spans if b > since)
             compiles = [c for c in self._compiles if c[1] > since]
             hits = sum(1 for t in self._hits if t > since)
+            phase_spans = [p for p in self._phases if p[1] > since]
         total = _union(spans)
         by_program: dict[str, float] = {}
         for start, end, name in compiles:
             by_program[name] = by_program.get(name, 0.0) + end - start
-        return CompileStats(total, len(compiles), hits, by_program)
+        phases: dict[str, dict[str, float]] = {}
+        for start, end, name, phase in phase_spans:
+            figures = phases.setdefault(name, {"trace": 0.0, "lower": 0.0, "compile": 0.0})
+            figures[phase] += end - max(start, since)
+        return CompileStats(total, len(compiles), hits, by_program, phases)
+
+
+def program_name(fun_name: object) -> str:
+    """A program's name as JAX's events spell it ("jit(chunk)", "jit_chunk", "chunk")
+    reduced to "chunk"."""
+    name = str(fun_name or "?")
+    for prefix, suffix in (("jit(", ")"), ("jit_", "")):
+        if name.startswith(prefix) and name.endswith(suffix):
+            return name[len(prefix):len(name) - len(suffix)]
+    return name
 
 
 def _union(spans: list[tuple[float, float]]) -> float:

@@ -9,6 +9,7 @@ keys (`eval_keys`), which `jaxvaco eval` uses too to reproduce a run's evaluatio
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import numpy as np
 from jaxvaco import distributed
 from jaxvaco.guard import all_finite
 from jaxvaco.hparams import Hyperparams
-from jaxvaco.programs import ProgramCache
+from jaxvaco.programs import ProgramCache, named
 from jaxvaco.train import Trainer, TrainState
 
 
@@ -36,6 +37,7 @@ class Compiled:
             cache_dir, trainer.config, (trainer.init, trainer.train_chunk, trainer.evaluate))
 
         def jit(name: str, function: Any, **options: Any) -> Any:
+            function = named(name, function)
             if programs is not None:
                 return programs.jit(name, function)
             return jax.jit(function, **options)
@@ -46,13 +48,13 @@ class Compiled:
         # over many runs) deterministically hung XLA's CPU runtime here (e.g. 80 runs).
         self.init = jit("init", lambda keys, hp: jax.lax.map(lambda run: trainer.init(*run),
                                                              (keys, hp)), **shard)
-        self.chunk = jit("chunk", jax.vmap(trainer.train_chunk, in_axes=(0, 0, None)))
+        self.chunk = jit("chunk", jax.vmap(functools.partial(checked_chunk, trainer),
+                                           in_axes=(0, 0, None)))
         self.evaluate = jit("evaluate", jax.vmap(trainer.evaluate, in_axes=(0, 0, None)))
-        self.finite = jit("finite", jax.vmap(all_finite))
         self.programs = programs
 
     def compile_ahead(self, keys: jax.Array, hp: Hyperparams) -> TrainState | None:
-        """With the program cache: start compiling all four programs now, side by side
+        """With the program cache: start compiling the three programs now, side by side
         (`jaxvaco.programs.Program.compile_ahead`), and return the state's
         ShapeDtypeStructs; without it, None (jit compiles each on its first call)."""
         state = None if self.programs is None else self.init.compile_ahead(keys, hp)
@@ -60,8 +62,16 @@ class Compiled:
             return None
         self.chunk.compile_ahead(state, hp, jnp.int32(1))
         self.evaluate.compile_ahead(state, keys, True)
-        self.finite.compile_ahead(state.params)
         return state
+
+
+def checked_chunk(trainer: Trainer, state: TrainState, hp: Hyperparams, n: jax.Array
+                  ) -> tuple[TrainState, dict[str, jax.Array], jax.Array]:
+    """[ours] One run's chunk (`Trainer.train_chunk`) and whether its new parameters are all
+    finite: the host loop's guard reads it from the chunk's outputs, so no program of its
+    own is compiled for it."""
+    state, sums = trainer.train_chunk(state, hp, n)
+    return state, sums, all_finite(state.params)
 
 
 def eval_keys(iteration: int, runs: list[dict], base_seed: int | None = None) -> jax.Array:

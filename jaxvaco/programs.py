@@ -114,6 +114,16 @@ def struct(aval: Any) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type)
 
 
+def named(name: str, function: Any) -> Any:
+    """`function` under `name`, so that JAX's compile events (and the compile clock's
+    table by program) say which program they are for."""
+    def program(*args: Any) -> Any:
+        return function(*args)
+
+    program.__name__ = program.__qualname__ = name
+    return program
+
+
 class ProgramCache:
     """Exported programs in `directory`, for one run's configuration (see the module)."""
 
@@ -157,8 +167,8 @@ class ProgramCache:
         except OSError:
             pass
 
-    def _export(self, key: str, function: Callable, in_tree: Any, leaves: list[Any]
-                ) -> tuple[Any, Any] | None:
+    def _export(self, key: str, name: str, function: Callable, in_tree: Any,
+                leaves: list[Any]) -> tuple[Any, Any] | None:
         out_trees = []
 
         def flat(*flat_args):
@@ -168,7 +178,8 @@ class ProgramCache:
             return out_leaves
 
         try:
-            exported = jax.export.export(jax.jit(flat))(*[struct(_type(x)) for x in leaves])
+            types = [struct(_type(x)) for x in leaves]
+            exported = jax.export.export(jax.jit(named(name, flat)))(*types)
             serialized = exported.serialize()
         except Exception:  # noqa: BLE001 - the jit path traces again and raises what is wrong
             return None
@@ -230,9 +241,9 @@ class Program:
                              .encode()).hexdigest()
         if key not in self.found:
             found = (self.cache._load(key) or
-                     self.cache._export(key, self.function, in_tree, leaves))
+                     self.cache._export(key, self.name, self.function, in_tree, leaves))
             self.found[key] = None if found is None else (
-                jax.jit(found[0].call), found[1], found[0].out_avals)
+                jax.jit(named(self.name, found[0].call)), found[1], found[0].out_avals)
         return key, leaves, self.found[key]
 
     def __call__(self, *args: Any) -> Any:

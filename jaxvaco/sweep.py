@@ -58,6 +58,7 @@ Example ``sweep.toml``::
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -91,6 +92,14 @@ class SweepResult:
     skipped: list[str]  # cells already complete (or failed) before it
     failed: dict[str, str]  # cell -> NonFiniteError message, including earlier ones
     stop_signal: int = 0
+    seconds: float = 0.0  # wall time of the cells this call trained
+    compile_seconds: float = 0.0  # of which tracing, lowering and compiling
+
+    def compile_share(self) -> str:
+        """One line: how much of the cells' wall time went to compiling."""
+        share = self.compile_seconds / self.seconds if self.seconds else 0.0
+        return (f"compiling: {self.compile_seconds:.1f} s of {self.seconds:.1f} s in the cells "
+                f"trained ({share:.0%})")
 
 
 Plan = list[tuple[Cell, TrainConfig, dict[str, tuple] | None]]
@@ -201,12 +210,16 @@ def run_sweep(spec: SweepConfig, control: RunControl | None = None,
         print(f"[{i + 1}/{len(plan)}] {cell.name}", flush=True)
         resume = cell_dir if (cell_dir / "config.json").exists() else None
         result.ran.append(cell.name)
+        t0 = time.perf_counter()
         try:
             outcome = run(config, grid, control, resume=resume)
         except NonFiniteError as error:
+            result.seconds += time.perf_counter() - t0
             (cell_dir / "FAILED").write_text(str(error))
             result.failed[cell.name] = str(error)
             continue
+        result.seconds += time.perf_counter() - t0
+        result.compile_seconds += float(outcome.summary["compile_time"])
         if outcome.stop_signal:
             result.stop_signal = outcome.stop_signal
             break

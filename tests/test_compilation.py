@@ -170,7 +170,7 @@ def test_program_cache_skips_tracing_and_changes_no_number(tmp_path, monkeypatch
     assert traced, "the jit path traces the iteration"
     run(tiny(tmp_path, "first"), control=RunControl(compilation_cache=str(cache)))
     entries = {p.name: p.read_bytes() for p in (cache / FOLDER).iterdir()}
-    assert len(entries) == 4  # init, chunk, evaluate, finite
+    assert len(entries) == 3  # init, chunk (with its finite check), evaluate
     traced.clear()
     run(tiny(tmp_path, "second"), control=RunControl(compilation_cache=str(cache)))
     assert not traced, "a rerun of the same configuration traced the training loop again"
@@ -244,3 +244,46 @@ def test_program_compiled_ahead_matches_jit_and_other_signatures_still_work(tmp_
         for name, value in program(x).items():
             np.testing.assert_array_equal(value, jax.jit(f)(x)[name])
     assert jax.eval_shape(program, jnp.arange(3.0))["y"].shape == (3,)  # under a trace
+
+
+def test_chunk_carries_its_finite_check_and_changes_no_number(tmp_path):
+    """The guard's check is an output of the chunk program (no program of its own): the
+    state and sums are bit-identical to the plain vmapped `train_chunk`, and the flags
+    match an independent host check, also when one run's parameters are poisoned."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxvaco.compiled import Compiled
+    from jaxvaco.grid import expand_runs
+    from jaxvaco.runner import host_finite
+    from jaxvaco.train import make_train
+
+    config = dataclasses.replace(tiny(tmp_path, "finite"), num_seeds=2)
+    _, keys, hp = expand_runs(config)
+    trainer = make_train(config)
+    compiled = Compiled(trainer)
+    state = compiled.init(keys, hp)
+    plain = jax.jit(jax.vmap(trainer.train_chunk, in_axes=(0, 0, None)))
+    want = jax.tree.leaves(plain(state, hp, jnp.int32(2)))
+    new, sums, finite = compiled.chunk(state, hp, jnp.int32(2))
+    assert all(np.array_equal(a, b) for a, b in zip(want, jax.tree.leaves((new, sums)),
+                                                   strict=True))
+    assert finite.tolist() == [True, True] == host_finite(new.params).tolist()
+    first = jax.tree.leaves(state.params)[0]
+    poisoned = state.replace(params=jax.tree.map(  # run 0 gets a NaN weight
+        lambda x: x.at[0, 0].set(jnp.nan) if x is first else x, state.params))
+    assert host_finite(poisoned.params).tolist() == [False, True]
+    _, _, finite = compiled.chunk(poisoned, hp, jnp.int32(1))
+    assert finite.tolist() == [False, True]
+
+
+def test_compile_clock_reports_phases_by_program_name():
+    clock = CompileClock()
+    names = ("chunk", "jit_chunk", "jit(chunk)")
+    for (event, name), (start, end) in zip(zip(compilation._COMPILE_EVENTS, names, strict=True),
+                                           [(0.0, 1.0), (1.0, 1.5), (1.5, 4.0)], strict=True):
+        clock._span(event, start, end, fun_name=name)
+    clock._span(compilation._BACKEND_COMPILE, 4.0, 4.25, fun_name="jit(evaluate)")
+    phases = clock.stats(since=0.5).phases
+    assert phases == {"chunk": {"trace": 0.5, "lower": 0.5, "compile": 2.5},
+                      "evaluate": {"trace": 0.0, "lower": 0.0, "compile": 0.25}}

@@ -94,6 +94,9 @@ def test_killed_sweep_restarts_without_redoing_finished_cells(tmp_path):
     assert second.returncode == 0, err
     started = [line for line in out.splitlines() if re.match(r"\[\d+/\d+\] ", line)]
     assert started == ["[2/2] CartPole-v1__spo__K0-2"]  # only the unfinished cell ran
+    share = re.search(r"^compiling: ([\d.]+) s of ([\d.]+) s in the cells trained \((\d+)%\)$",
+                      out, re.MULTILINE)
+    assert share and 0 < float(share[1]) <= float(share[2]), out  # the sweep's compile share
     # the sweep ends with its table (a row per variant, a column per K, retention at K=2),
     # then the command that plots it
     lines = out.splitlines()

@@ -53,6 +53,8 @@ def sweep_command(argv: list[str]) -> int:
         hint = f"jaxvaco sweep {' '.join(argv)}"
         print(stopped_message(result.stop_signal, result.directory, hint), file=sys.stderr)
         return 128 + result.stop_signal
+    if result.ran:
+        print(result.compile_share(), flush=True)
     print_sweep_answer(result.directory)
     return 1 if result.failed else 0
 
