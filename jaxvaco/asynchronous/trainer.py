@@ -143,17 +143,21 @@ class AsyncTrainer(RunsTrainer):
                 learner, metrics = self.learn_step(learner, traj, behaviour, lag)
                 self.store.publish((learner.params, learner.obs_stats), iteration + 1)
                 sums = metrics if sums is None else jax.tree.map(jnp.add, sums, metrics)
-        except AsyncWorkerError:
+        except AsyncWorkerError as error:
             self.close()
-            raise
+            raise AsyncWorkerError(self.stopped(str(error))) from error
         except Exception as error:
             self.close()
-            raise AsyncWorkerError(one_line("learner", error)) from error
+            raise AsyncWorkerError(self.stopped(one_line("learner", error))) from error
         schedule.write_rows(self.run_dir, self.lines, append=True)
         sums = {k: np.asarray(v)[None] for k, v in sums.items()}
         sums["async/dropped"] = np.array([sum(1 - line["used"] for line in self.lines)],
                                          np.float32)
         return jax.tree.map(lambda x: x[None], learner), sums
+
+    def stopped(self, failure: str) -> str:
+        return (f"{failure}. Training stopped; the newest checkpoint in {self.run_dir} is "
+                "kept (continue with --resume).")
 
     def rows(self, sums: dict[str, np.ndarray], n: int, info: dict) -> list[dict]:
         """The RL rows, with the chunk's lag distribution: lag/max and lag/histogram
