@@ -257,5 +257,23 @@ def test_injected_failure_stops_with_one_line_naming_the_thread(found, name, thr
     assert not found["threads_left"]
 
 
+@pytest.mark.slow
+def test_cli_async_cartpole_is_solved(tmp_path):
+    """`jaxvaco train --asynchronous.enabled` on 2 simulated devices: greedy return ≥ 475
+    after 50k steps, with a non-zero lag distribution (about 60 s cold)."""
+    from tests.processes import process
+
+    outcome = process(["train", "--env", "CartPole-v1", "--algo", "ppo", "--num-envs", "8",
+                       "--num-steps", "64", "--total-timesteps", "50000",
+                       "--asynchronous.enabled", "--results-dir", str(tmp_path),
+                       "--run-name", "solved", "--no-progress"],
+                      env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+                           "JAX_DISABLE_MOST_OPTIMIZATIONS": "0"})
+    assert outcome.status == 0, outcome.err
+    rows = [json.loads(line) for line in (tmp_path / "solved" / "metrics.jsonl").open()]
+    assert rows[-1]["eval/greedy_return"] >= 475
+    assert any(sum(row["lag/histogram"][1:]) for row in rows)
+
+
 if __name__ == "__main__":
     print(json.dumps(worker(sys.argv[1])))
