@@ -56,7 +56,7 @@ class AsyncConfig:
     (0 = no limit)."""
     stale: Literal["drop", "use"] = "drop"
     """drop: discard a trajectory beyond --asynchronous.max-lag (counted in async/dropped);
-    use: learn from it anyway (counted in async/over_max_lag)."""
+    use: learn from it anyway (its lag stays in lag/* and lag_schedule.csv)."""
     timeout_s: float = 300.0
     """The run stops with an error when the learner waits this long for a trajectory."""
 

@@ -102,6 +102,24 @@ def test_supervisor_reports_the_first_failure_in_one_line_and_stops_all():
     assert not [t for t in threading.enumerate() if t.name.startswith("actor ")]
 
 
+@pytest.mark.parametrize("stale, used", [("drop", [0, 1]), ("use", [1])])
+def test_pop_drops_or_uses_trajectories_beyond_max_lag(stale, used):
+    """At T = 6 with max lag 2: version 0 (lag 6) is dropped or used; each pop is a line."""
+    from jaxvaco.asynchronous.trainer import AsyncTrainer
+
+    trainer = object.__new__(AsyncTrainer)  # only what `pop` reads
+    trainer.options = AsyncConfig(enabled=True, max_lag=2, stale=stale)
+    trainer.supervisor = Supervisor()
+    trainer.queue = TrajectoryQueue(3, trainer.supervisor.stop, poll_s=0.01)
+    trainer.lines = []
+    for version in (0, 5):
+        trainer.queue.put(Item(f"v{version}", version, None, 0))
+    item, lag = trainer.pop(6)
+    assert (item.version, lag) == ((5, 1) if stale == "drop" else (0, 6))
+    assert [line["used"] for line in trainer.lines] == used
+    assert [line["lag"] for line in trainer.lines] == [6, 1][:len(used)]
+
+
 def test_one_line_without_message():
     assert one_line("learner", KeyError()) == "learner failed: KeyError"
 
