@@ -20,6 +20,7 @@ import typing
 from typing import Any, Literal
 
 from jaxvaco.option_groups import (
+    AsyncConfig,
     DistributedConfig,
     EvalConfig,
     LagConfig,
@@ -116,6 +117,7 @@ class TrainConfig:
     vaco: VacoConfig = VacoConfig()
     eval: EvalConfig = EvalConfig()
     distributed: DistributedConfig = DistributedConfig()
+    asynchronous: AsyncConfig = AsyncConfig()
 
     @property
     def batch_size(self) -> int:

@@ -12,6 +12,8 @@ the implementation once, when it is wired:
 
 - `NO_LAG`: the actors act with θ_T itself (state None, delays [0]);
 - `ring_buffer` (this module): a ring buffer of past parameters in one program, below;
+- `replay` (this module): the same buffer, the delays read from a recorded schedule
+  (an asynchronous run's `lag_schedule.csv`), indexed by T inside the program;
 - `jaxvaco.distributed.delayed_sync`: each device's actors refresh their copy of the
   learner's parameters every S iterations.
 
@@ -70,6 +72,27 @@ def ring_buffer(max_delay: int, mode: str, num_groups: int) -> LagModel:
         return Behaviour(gather(history, iteration, delays), delays, history)
 
     return LagModel(lambda params: init_history(params, max_delay), behaviour)
+
+
+def replay(schedule: Any, max_delay: int) -> LagModel:
+    """One actor group acting with θ_{T−k(T)}, k(T) = schedule[T] (the delays a recorded run
+    saw, int [num_iterations]), clamped at T, out of a ring buffer of max_delay + 1
+    snapshots (max_delay ≥ max k). The schedule is a constant of the program, so seeds
+    vmap over it and two replays are bit-identical."""
+    table = jnp.asarray(schedule, jnp.int32)
+
+    def behaviour(history, params, iteration, key, lag_delay):
+        history = push(history, params, iteration)
+        delays = replay_delays(table, iteration)
+        return Behaviour(gather(history, iteration, delays), delays, history)
+
+    return LagModel(lambda params: init_history(params, max_delay), behaviour)
+
+
+def replay_delays(table: jax.Array, iteration: jax.Array) -> jax.Array:
+    """[min(table[T], T)]: the recorded delay of iteration T (T past the end: the last)."""
+    delay = table[jnp.minimum(iteration, table.shape[0] - 1)]
+    return jnp.minimum(delay, iteration)[None]
 
 
 def init_history(params: Any, max_delay: int) -> Any:

@@ -25,11 +25,40 @@ class LagConfig:
     """K, the lag in learner iterations, of a run (0 = synchronous on-policy training), and
     the ring buffer's capacity: the largest K (`lag_delay` in grids) a run's grid may ask
     for."""
-    mode: Literal["fixed", "uniform", "spread"] = "fixed"
+    mode: Literal["fixed", "uniform", "spread", "replay"] = "fixed"
     """fixed: k_g = K; uniform: k_g(T) ~ U{0..K} per group and iteration;
-    spread: group g always lags round(g·K/(G−1))."""
+    spread: group g always lags round(g·K/(G−1)); replay: k(T) is the lag the learner of
+    the asynchronous run in --lag.replay saw in its iteration T (G = 1)."""
     num_groups: int = 1
     """G: actor groups; must divide --num-envs."""
+    replay: str = ""
+    """With --lag.mode replay: the run folder of an asynchronous run, whose
+    lag_schedule.csv gives the delays (--lag.max-delay is raised to its largest lag)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AsyncConfig:
+    """Asynchronous actors and learner [ours] (`jaxvaco.asynchronous`): actor threads
+    collect with the newest parameters they have received and push trajectories into a
+    bounded queue; the learner pops one per iteration. Not bit-reproducible; replay its
+    lag_schedule.csv with --lag.mode replay for a deterministic run."""
+
+    enabled: bool = False
+    """Train with asynchronous actors and learner instead of the one compiled loop."""
+    actor_devices: int = 1
+    """A: actor threads, actor i on device i mod D; each collects --num-envs envs."""
+    learner_devices: int = 1
+    """Devices of the learner (on the last device); only 1 is supported."""
+    queue_size: int = 2
+    """Trajectories the queue holds before actors wait."""
+    max_lag: int = 0
+    """A trajectory older than this many learner iterations is handled by --asynchronous.stale
+    (0 = no limit)."""
+    stale: Literal["drop", "use"] = "drop"
+    """drop: discard a trajectory beyond --asynchronous.max-lag (counted in async/dropped);
+    use: learn from it anyway (its lag stays in lag/* and lag_schedule.csv)."""
+    timeout_s: float = 300.0
+    """The run stops with an error when the learner waits this long for a trajectory."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,7 +36,13 @@ class Rollout(NamedTuple):
 
 def lag_model(config: TrainConfig, axis: str | None) -> LagModel:
     """The lag implementation of this config, chosen once: the ring buffer (`--lag.*`),
-    delayed sync of the devices' actors (`--distributed.*` over envs), or none."""
+    delayed sync of the devices' actors (`--distributed.*` over envs), a recorded schedule
+    (`--lag.mode replay`), or none."""
+    if config.lag.mode == "replay":
+        from jaxvaco.asynchronous.schedule import read_delays
+
+        delays = read_delays(config.lag.replay)
+        return lag.replay(delays, max(config.lag.max_delay, int(delays.max(initial=0))))
     if config.lag.max_delay > 0:
         return lag.ring_buffer(config.lag.max_delay, config.lag.mode, config.lag.num_groups)
     if axis:

@@ -92,6 +92,9 @@ def check_before_start(config: TrainConfig, grid: Grid | None) -> TrainConfig:
     config with its algorithm's tuned values where shared options were left at None."""
     config = validate(config)
     validate_grid(config, grid or {})
+    if config.asynchronous.enabled and len(grid_combinations(grid)) > 1:
+        raise ConfigError("--asynchronous.enabled trains one run: drop the grid (--grid/"
+                          "--sweep) or turn --asynchronous.enabled off.")
     distributed.check_device_count(config)
     validate_memory(config, config.num_seeds * len(grid_combinations(grid)))
     return config
@@ -136,6 +139,9 @@ class RunsTrainer:
     def rows(self, sums: dict[str, np.ndarray], n: int, info: dict) -> list[dict]:
         return chunk_rows(sums, n, info, self.runs)
 
+    def close(self) -> None:
+        """Nothing to release (the asynchronous trainer stops its threads here)."""
+
 
 def host_finite(params: Any) -> np.ndarray:
     """[R] bools: True where every parameter of the run is finite (numpy, on the host)."""
@@ -150,10 +156,17 @@ def open_session(config: TrainConfig, grid: Grid | None, run_dir: Path,
     runs, keys, hp = expand_runs(config, grid)
     write_json(run_dir / "runs.json", {"grid": grid_as_json(grid), "runs": runs})
     layout = distributed.layout(config)  # decided once: the trainer and its programs share it
-    compiled = Compiled(make_train(config, layout), cache_dir, layout)
+    trainer = make_train(config, layout)
     record = {"config": to_dict(config), "grid": grid_as_json(grid)}
-    return Session(run_dir, runs, RunsTrainer(compiled, keys, hp, runs), schedule(config),
-                   store, control, record, started=started, watch=watch)
+    if config.asynchronous.enabled:
+        from jaxvaco.asynchronous.trainer import AsyncTrainer
+
+        looped = AsyncTrainer(Compiled(trainer, None, layout), keys, hp, runs,
+                              setup=trainer.setup, run_dir=run_dir)
+    else:
+        looped = RunsTrainer(Compiled(trainer, cache_dir, layout), keys, hp, runs)
+    return Session(run_dir, runs, looped, schedule(config), store, control, record,
+                   started=started, watch=watch)
 
 
 def compile_figures(started: float) -> dict[str, np.ndarray]:
@@ -185,6 +198,7 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
     if control.checkpoint_every < 0 or control.keep_checkpoints < 0:
         raise ConfigError("--checkpoint-every and --keep-checkpoints must be >= 0.")
     config, grid, run_dir, store = open_run(config, grid, control, resume, allow_changes)
+    session = None
     try:
         session = open_session(config, grid, run_dir, store, control, cache_dir, started, watch)
         state, loop, rows = session.start(resume is not None)
@@ -197,6 +211,8 @@ def run(config: TrainConfig, grid: Grid | None = None, control: RunControl | Non
         raise write_failure(f"{getattr(error, 'filename', None) or 'the results'}", error,
                             run_dir, steps) from error
     finally:
+        if session is not None:
+            session.trainer.close()
         if store is not None:
             watch.add("checkpoint", (time.time(), store.close())[0])
     runs = session.runs

@@ -58,6 +58,7 @@ class Trainer(NamedTuple):
     init: Callable[[jax.Array, Hyperparams], TrainState]
     train_chunk: Callable[[TrainState, Hyperparams, jax.Array], tuple[TrainState, dict]]
     evaluate: Callable[[TrainState, jax.Array, bool], jax.Array]
+    setup: Setup | None = None  # what the stages read (the asynchronous learner uses it)
 
 
 def mean_tv(logp_a: jax.Array, logp_b: jax.Array) -> jax.Array:
@@ -92,10 +93,19 @@ def iteration(setup: Setup, state: TrainState, hp: Hyperparams) -> tuple[TrainSt
     key, k_delay, k_roll, k_update = jax.random.split(state.key, 4)
     behaviour = select_behaviour(setup, state, hp, k_delay)
     obs, env_state, traj = collect(setup, state, behaviour.params, k_roll)
+    state = state.replace(obs=obs, env_state=env_state, lag=behaviour.state, key=key)
+    return learn(setup, state, hp, traj, behaviour.params, behaviour.delays, k_update)
+
+
+def learn(setup: Setup, state: TrainState, hp: Hyperparams, traj: Rollout,
+          behaviour_params: Any, delays: jax.Array, key: jax.Array) -> tuple[TrainState, dict]:
+    """The learner's stages on a collected batch (acted with θ_{T−delays}): view, estimate,
+    update, metrics; θ_{T+1}. The asynchronous learner (`jaxvaco.asynchronous`) calls it
+    with the trajectories its actors push."""
     view = learner_view(setup, state.params, traj)
-    batch = estimate(setup, traj, behaviour.params, view, hp)
-    params, opt_state, metrics = update(setup, state, batch, hp, k_update)
-    metrics.update(iteration_metrics(setup, traj, view, params, behaviour.delays,
+    batch = estimate(setup, traj, behaviour_params, view, hp)
+    params, opt_state, metrics = update(setup, state, batch, hp, key)
+    metrics.update(iteration_metrics(setup, traj, view, params, delays,
                                      learning_rate(setup.config, hp, state.iteration)))
     metrics = distributed.reduce_metrics(metrics, setup.axis)
     obs_stats = state.obs_stats
@@ -103,8 +113,7 @@ def iteration(setup: Setup, state: TrainState, hp: Hyperparams) -> tuple[TrainSt
         obs_stats = update_running_stats(obs_stats,
                                          distributed.gather_envs(traj.raw_obs, setup.axis))
     new_state = state.replace(
-        params=params, opt_state=opt_state, obs=obs, env_state=env_state,
-        obs_stats=obs_stats, lag=behaviour.state, key=key,
+        params=params, opt_state=opt_state, obs_stats=obs_stats,
         algo_state=setup.algorithm.update_state(state.algo_state, metrics, hp),
         iteration=state.iteration + 1)
     return new_state, metrics
@@ -165,4 +174,5 @@ def make_train(config: TrainConfig, layout: distributed.Layout | None = None) ->
         init=functools.partial(init_state, setup, make(config.num_envs) if axis else env),
         train_chunk=chunk,
         evaluate=functools.partial(evaluate, setup, make(config.eval.num_episodes)),
+        setup=setup,
     )

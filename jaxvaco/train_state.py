@@ -46,7 +46,7 @@ class Setup(NamedTuple):
 
     @property
     def lagged(self) -> bool:
-        return self.config.lag.max_delay > 0
+        return self.config.lag.max_delay > 0 or self.config.lag.mode == "replay"
 
     @property
     def num_groups(self) -> int:
@@ -54,8 +54,10 @@ class Setup(NamedTuple):
 
     @property
     def stale(self) -> bool:
-        """β may differ from π_T: ring-buffer lag or delayed device sync."""
-        return self.lagged or bool(self.axis and self.config.distributed.sync_interval > 1)
+        """β may differ from π_T: ring-buffer lag, delayed device sync or asynchronous
+        actors."""
+        return (self.lagged or self.config.asynchronous.enabled
+                or bool(self.axis and self.config.distributed.sync_interval > 1))
 
     @property
     def metric_envs(self) -> jax.Array:

@@ -123,6 +123,28 @@ def _validate_lag(config: TrainConfig) -> None:
              f"--lag.num-groups {lag.num_groups} must divide --num-envs {config.num_envs}.")
     _require(lag.mode != "spread" or lag.num_groups >= 2 or lag.max_delay == 0,
              "--lag.mode spread needs --lag.num-groups >= 2 (group g lags g·K/(G−1)).")
+    _require(lag.mode != "replay" or bool(lag.replay),
+             "--lag.mode replay needs --lag.replay RUN_DIR (an asynchronous run's folder).")
+    _require(lag.mode != "replay" or lag.num_groups == 1,
+             "--lag.mode replay replays one schedule: use --lag.num-groups 1.")
+
+
+def _validate_async(config: TrainConfig) -> None:
+    options = config.asynchronous
+    if not options.enabled:
+        return
+    _require(options.actor_devices >= 1 and options.queue_size >= 1 and options.max_lag >= 0,
+             "--asynchronous.actor-devices and --asynchronous.queue-size must be >= 1 and "
+             "--asynchronous.max-lag >= 0.")
+    _require(options.learner_devices == 1,
+             "--asynchronous.learner-devices: only 1 learner device is supported; set it to 1.")
+    _require(options.timeout_s > 0, "--asynchronous.timeout-s must be > 0.")
+    _require(config.num_seeds == 1, "--asynchronous.enabled trains one run: use --num-seeds 1 "
+             "(replay its schedule with --lag.mode replay to vmap over seeds).")
+    _require(config.lag.max_delay == 0 and config.lag.mode != "replay"
+             and config.distributed.num_devices == 1,
+             "--asynchronous.enabled makes its own lag: leave --lag.max-delay 0, --lag.mode "
+             "unset and --distributed.num-devices 1.")
 
 
 def _validate_algo(config: TrainConfig) -> None:
@@ -206,6 +228,7 @@ def validate(config: TrainConfig) -> TrainConfig:
     _validate_paths(config)
     _validate_shapes(config)
     _validate_lag(config)
+    _validate_async(config)
     _validate_distributed(config)
     _validate_env(config)
     return config

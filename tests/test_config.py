@@ -172,7 +172,7 @@ def test_to_dict_from_dict_round_trip_through_json():
         eval=EvalConfig(every_chunks=2, num_episodes=4),
     )
     data = json.loads(json.dumps(to_dict(config)))
-    assert data["lag"] == {"max_delay": 4, "mode": "spread", "num_groups": 4}
+    assert data["lag"] == {"max_delay": 4, "mode": "spread", "num_groups": 4, "replay": ""}
     restored = from_dict(data)
     assert restored == config
     assert isinstance(restored.hidden_sizes, tuple) and isinstance(restored.lag, LagConfig)

@@ -172,3 +172,13 @@ def test_ring_buffer_acts_with_the_params_of_delay_iterations_ago(mode, lag_dela
             assert_tree_equal(jax.tree.map(lambda x, g=g: x[g], params), theta(t - delays[g]))
         if mode == "fixed":
             np.testing.assert_array_equal(params["b"], [max(t - lag_delay, 0)] * groups)
+
+
+def test_replay_acts_with_the_recorded_delays():
+    """k(T) = schedule[T] clamped at T (the last entry past the end); θ_{T−k(T)} acts."""
+    schedule = [2, 0, 3, 1, 3, 2]  # T = 0 asks for 2: clamped to 0
+    model = lag.replay(np.asarray(schedule), max_delay=3)
+    expected = [min(schedule[min(t, len(schedule) - 1)], t) for t in range(8)]
+    for t, (params, delays) in enumerate(drive(model, 8, lag_delay=0)):
+        np.testing.assert_array_equal(delays, [expected[t]])
+        assert_tree_equal(jax.tree.map(lambda x: x[0], params), theta(t - expected[t]))

@@ -12,6 +12,7 @@ from typing import Any
 
 import tyro
 
+from jaxvaco.asynchronous.channels import AsyncWorkerError
 from jaxvaco.checkpoint import RunWriteError
 from jaxvaco.config import ConfigError, RunFileError
 from jaxvaco.guard import NonFiniteError
@@ -74,7 +75,8 @@ def option_value(argv: list[str], name: str) -> str | None:
 
 
 FAILURES = ((UsageError, "", 2), (RunFileError, "error: ", 2), (ConfigError, None, 2),
-            (NonFiniteError, "", 1), (RunWriteError, "error: ", 1), (OSError, "error: ", 1))
+            (NonFiniteError, "", 1), (RunWriteError, "error: ", 1), (OSError, "error: ", 1),
+            (AsyncWorkerError, "error: ", 1))
 """Expected failures: kind, message prefix (None: the command's own), exit status."""
 
 

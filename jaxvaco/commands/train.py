@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 from jaxvaco import distributed
+from jaxvaco.asynchronous.channels import AsyncWorkerError
 from jaxvaco.checkpoint import RunWriteError
 from jaxvaco.commands.common import (
     Flat,
@@ -72,7 +73,7 @@ def train_command(argv: list[str]) -> int:
     except RunAlreadyComplete as done:
         print(f"jaxvaco: {done}")
         return 0
-    except (ConfigError, NonFiniteError, RunWriteError, OSError) as error:
+    except (ConfigError, NonFiniteError, RunWriteError, AsyncWorkerError, OSError) as error:
         return report_failure(error, "invalid configuration: ")
     if result.stop_signal:
         hint = f"jaxvaco train --resume {result.run_dir}"

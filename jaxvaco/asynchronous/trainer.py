@@ -1,0 +1,176 @@
+"""`AsyncTrainer`: asynchronous actors and one learner, driven by the host loop.
+
+It is a `jaxvaco.session.LoopTrainer` (one run, R = 1), so the host loop's metrics,
+evaluation, checkpoints, SIGINT handling and resume apply unchanged. Per learner
+iteration T:
+
+    item = queue.get()                  # (trajectory with log β, version v, θ_v, actor)
+    lag  = T − v                        # dropped if lag > --asynchronous.max-lag and stale=drop
+    θ_{T+1} = learn(θ_T, item)          # `jaxvaco.train.learn`: view, estimate, update
+    store.publish((θ_{T+1}, obs stats), version T + 1)
+
+while each actor thread loops: take the newest (θ_v, v) from the store, collect
+--num-envs × --num-steps with the jitted rollout stage on its own device, push. The
+learner runs in the calling thread, on the last device; its critic is recomputed as in
+the synchronous loop. Every popped trajectory is written to lag_schedule.csv
+(`jaxvaco.asynchronous.schedule`). Not bit-reproducible (thread timing decides the lags).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections import Counter
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxvaco.asynchronous import schedule
+from jaxvaco.asynchronous.channels import (
+    AsyncWorkerError,
+    Item,
+    ParameterStore,
+    Supervisor,
+    TrajectoryQueue,
+    one_line,
+)
+from jaxvaco.rollout import collect
+from jaxvaco.runner import RunsTrainer
+from jaxvaco.train import learn
+from jaxvaco.train_state import Setup, TrainState
+
+
+class ActorState(NamedTuple):
+    """What `jaxvaco.rollout.collect` reads of a state, for an actor's own envs."""
+
+    obs: jax.Array
+    env_state: Any
+    obs_stats: Any
+
+
+def actor_collect(setup: Setup, params: Any, obs_stats: Any, obs: jax.Array, env_state: Any,
+                  key: jax.Array):
+    """One trajectory of the actor's envs with θ_v: next obs, env state, the Rollout."""
+    return collect(setup, ActorState(obs, env_state, obs_stats), params, key)
+
+
+def learner_step(setup: Setup, state: TrainState, hp: Any, traj: Any, behaviour: Any,
+                 lag: jax.Array) -> tuple[TrainState, dict]:
+    """Learner iteration T on a trajectory acted with θ_{T−lag}."""
+    key, k_update = jax.random.split(state.key)
+    return learn(setup, state.replace(key=key), hp, traj, behaviour, lag[None], k_update)
+
+
+@dataclasses.dataclass
+class AsyncTrainer(RunsTrainer):
+    """The host loop's trainer for `--asynchronous.enabled` (see the module docstring)."""
+
+    setup: Setup | None = None
+    run_dir: Path | None = None
+    supervisor: Supervisor | None = None
+    lines: list[dict] = dataclasses.field(default_factory=list)  # the last chunk's pops
+
+    def __post_init__(self):
+        options = self.setup.config.asynchronous
+        devices = jax.devices()
+        self.actor_devices = [devices[i % len(devices)] for i in range(options.actor_devices)]
+        self.learner_device = devices[-1]
+        self.options = options
+        self.hp_run = jax.tree.map(lambda x: x[0], self.hp)
+        self.step = jax.jit(functools.partial(learner_step, self.setup))
+        self.collect = jax.jit(functools.partial(actor_collect, self.setup))
+        self.reset = jax.jit(self.setup.env.reset)
+
+    def act(self, params, obs_stats, obs, env_state, key):
+        """One actor collection (a method, so tests can inject a failure)."""
+        return self.collect(params, obs_stats, obs, env_state, key)
+
+    def learn_step(self, state, traj, behaviour, lag):
+        """One learner update (a method, so tests can inject a failure)."""
+        return self.step(state, self.hp_run, traj, behaviour, jnp.int32(lag))
+
+    def start(self, state: TrainState) -> None:
+        """The store, the queue and one thread per actor; the schedule cut at T."""
+        first = int(state.iteration)
+        kept = [row for row in schedule.read_rows(self.run_dir) if row["iteration"] < first]
+        schedule.write_rows(self.run_dir, kept, append=False)
+        self.supervisor = Supervisor()
+        self.store = ParameterStore((state.params, state.obs_stats), first)
+        self.queue = TrajectoryQueue(self.options.queue_size, self.supervisor.stop)
+        base = jax.random.fold_in(self.keys[0], 1 + first)
+        for i, device in enumerate(self.actor_devices):
+            key = jax.device_put(jax.random.fold_in(base, i), device)
+            self.supervisor.start(f"actor {i} ({device})", functools.partial(
+                self.actor_loop, i, device, key))
+
+    def actor_loop(self, index: int, device: Any, key: jax.Array, stop: Any) -> None:
+        key, k_reset = jax.random.split(key)
+        obs, env_state = self.reset(k_reset)
+        while not stop.is_set():
+            (params, obs_stats), version = self.store.latest()
+            params, obs_stats = jax.device_put((params, obs_stats), device)
+            key, k_collect = jax.random.split(key)
+            obs, env_state, traj = self.act(params, obs_stats, obs, env_state, k_collect)
+            if not self.queue.put(Item(traj, version, params, index)):
+                return
+
+    def pop(self, iteration: int) -> tuple[Item, int]:
+        """The next trajectory to learn from and its lag; drops (and records) stale ones."""
+        options = self.options
+        while True:
+            item = self.queue.get(options.timeout_s, self.supervisor.check)
+            lag = iteration - item.version
+            drop = options.stale == "drop" and 0 < options.max_lag < lag
+            self.lines.append({"iteration": iteration, "version": item.version, "lag": lag,
+                               "actor": item.actor, "used": int(not drop)})
+            if not drop:
+                return item, lag
+
+    def chunk(self, state: TrainState, n: int) -> tuple[TrainState, dict[str, np.ndarray]]:
+        learner = jax.device_put(jax.tree.map(lambda x: x[0], state), self.learner_device)
+        first = int(learner.iteration)
+        if self.supervisor is None:
+            self.start(learner)
+        self.lines, sums = [], None
+        try:
+            for iteration in range(first, first + n):
+                item, lag = self.pop(iteration)
+                traj, behaviour = jax.device_put((item.trajectory, item.behaviour),
+                                                 self.learner_device)
+                learner, metrics = self.learn_step(learner, traj, behaviour, lag)
+                self.store.publish((learner.params, learner.obs_stats), iteration + 1)
+                sums = metrics if sums is None else jax.tree.map(jnp.add, sums, metrics)
+        except AsyncWorkerError as error:
+            self.close()
+            raise AsyncWorkerError(self.stopped(str(error))) from error
+        except Exception as error:
+            self.close()
+            raise AsyncWorkerError(self.stopped(one_line("learner", error))) from error
+        schedule.write_rows(self.run_dir, self.lines, append=True)
+        sums = {k: np.asarray(v)[None] for k, v in sums.items()}
+        sums["async/dropped"] = np.array([sum(1 - line["used"] for line in self.lines)],
+                                         np.float32)
+        return jax.tree.map(lambda x: x[None], learner), sums
+
+    def stopped(self, failure: str) -> str:
+        return (f"{failure}. Training stopped; the newest checkpoint in {self.run_dir} is "
+                "kept (continue with --resume).")
+
+    def rows(self, sums: dict[str, np.ndarray], n: int, info: dict) -> list[dict]:
+        """The RL rows, with the chunk's lag distribution: lag/max and lag/histogram
+        (counts of lag 0, 1, ... over the trajectories trained on)."""
+        rows = super().rows(sums, n, info)
+        lags = Counter(line["lag"] for line in self.lines if line["used"])
+        top = max(lags, default=0)
+        rows[0]["lag/max"] = top
+        rows[0]["lag/histogram"] = [lags.get(k, 0) for k in range(top + 1)]
+        return rows
+
+    def close(self) -> None:
+        """Stop the actor threads (the next chunk starts them again)."""
+        if self.supervisor is not None:
+            self.supervisor.close()
+            self.supervisor = None
