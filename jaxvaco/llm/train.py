@@ -194,7 +194,7 @@ def update(model: Transformer, config: LLMConfig, carry: tuple, mb: Rollout):
                                                                            config)
     updates, opt_state = optimizer(config).update(grads, opt_state, params)
     return (optax.apply_updates(params, updates), opt_state), (loss, fraction,
-                                                               optax.global_norm(grads))
+                                                               optax.tree.norm(grads))
 
 
 def iteration(model: Transformer, config: LLMConfig, params: Any, opt_state: Any,
