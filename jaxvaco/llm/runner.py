@@ -27,7 +27,7 @@ from jaxvaco.llm import task
 from jaxvaco.llm.config import LLMConfig
 from jaxvaco.llm.model import Transformer
 from jaxvaco.llm.train import make_llm_train, model_config, run_labels, warm_start
-from jaxvaco.results import DROPPED
+from jaxvaco.results import DROPPED, metrics_rows
 from jaxvaco.run_dir import (
     RunAlreadyComplete,
     RunControl,
@@ -54,13 +54,22 @@ class LLMRunResult:
     rows: list[dict]  # what metrics.jsonl holds
     stop_signal: int = 0
 
-    def results(self, variant: str | None = None) -> list[dict]:
-        """The rows in the one results schema (docs/results_schema.md), labelled with
-        `variant` (default: the algo)."""
-        return [{"env": TASK, "algo": self.config.algo, "variant": variant or self.config.algo,
-                 "K": row["lag_delay"], "seed": row["seed"], "step": row["env_steps"],
-                 **{k: v for k, v in row.items() if k not in DROPPED | {"seed"}}}
-                for row in self.rows]
+
+
+def results_rows(config: LLMConfig, rows: list[dict], variant: str | None = None
+                 ) -> list[dict]:
+    """An LLM run's metrics rows in the one results schema (docs/results_schema.md):
+    env = the task, algo, variant (default: the algo), K, seed, step = generation steps,
+    then its metrics (no `return`: the LLM trainer has no episodes)."""
+    return [{"env": TASK, "algo": config.algo, "variant": variant or config.algo,
+             "K": row["lag_delay"], "seed": row["seed"], "step": row["env_steps"],
+             **{k: v for k, v in row.items() if k not in DROPPED | {"seed"}}}
+            for row in rows]
+
+
+def run_results(run_dir: Path, variant: str | None = None) -> list[dict]:
+    """The complete rows of an LLM run folder's metrics.jsonl in the results schema."""
+    return results_rows(load_llm_config(run_dir), metrics_rows(run_dir), variant)
 
 
 def load_llm_config(run_dir: Path) -> LLMConfig:
