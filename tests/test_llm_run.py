@@ -106,6 +106,8 @@ def test_nan_guard_stops_llm_run_with_last_good_checkpoint(tmp_path, monkeypatch
     ({"lag": LLMLagConfig(delays=(0, 9), max_delay=8)}, "raise lag.max_delay"),
     ({"eval": LLMEvalConfig(every=30)}, "must divide num_steps"),
     ({"vaco": TokenVacoConfig(delta=0.0)}, "LLMConfig.vaco.delta must be > 0"),
+    ({"vaco": TokenVacoConfig(weight="full")}, "LLMConfig.vaco.weight"),
+    ({"rho_bar": 0.0}, "LLMConfig.rho_bar must be > 0"),
 ])
 def test_llm_config_refuses_bad_values_naming_the_option(change, option):
     with pytest.raises(ConfigError, match=option.replace(".", r"\.")):
