@@ -539,7 +539,7 @@ def sync_means_close(recorded: dict, now: dict) -> tuple[bool, str]:
 
 
 LLM_LAG = RESULTS / "llm_lag_working"
-"""Issue 15's lag comparison on the working RL stage (`llm_lag.py --stage working`)."""
+"""Issue 15's lag comparison on the working RL stage (`llm_lag.py`'s default)."""
 LLM_LAG_DELTA = RESULTS / "llm_lag_delta"
 """`vaco β` of that comparison with δ near its token TVs (`--delta 0.005`), same keys."""
 
@@ -576,16 +576,17 @@ def measure_llm_lag_delta(ctx: Context) -> dict:
     return llm_lag_tables(LLM_LAG_DELTA)
 
 
-LLM_RERUN_CELLS = ["--variants", "grpo-beta", "vaco-pit", "--run-ks", "0", "8"]
+LLM_RERUN_CELLS = ["--variants", "grpo-beta", "vaco-pit", "--ks", "0", "8"]
 """The cells `llm-lag-rerun` reruns: the paper's pair (GRPO on β, VACO on π_T) at K = 0 and
 8, 4 of the comparison's 20 (≈ 40 min with the warm start, instead of ≈ 2.5 h); the
-same keys as the full run."""
+same training keys as the full run (greedy accuracy per seed as recorded); the sampled
+evaluation's keys are split over the 8 runs instead of 16 (`jaxvaco.llm.evaluation`)."""
 
 
 def measure_llm_lag_rerun(ctx: Context) -> dict:
     out = ctx.tmp / "llm_lag_working"
-    run_command([ctx.python, "experiments/llm_lag.py", "--stage", "working", *LLM_RERUN_CELLS,
-                 "--out", str(out)], ctx, "llm_lag.log")
+    run_command([ctx.python, "experiments/llm_lag.py", *LLM_RERUN_CELLS, "--out", str(out)],
+                ctx, "llm_lag.log")
     return llm_lag_tables(out)
 
 
@@ -709,19 +710,19 @@ CLAIMS = [
           False, 2, measure_sync_rerun, sync_means_close, show_table, reruns=("sync-sweep",)),
     Claim("llm-lag", "LLM lag comparison on the working RL stage (final held-out greedy and "
           "sampled accuracy, mean ± 95% t-interval over 4 seeds)",
-          "python experiments/llm_lag.py --stage working", "data",
+          "python experiments/llm_lag.py", "data",
           "read from the committed summary.csv: identical", True, 0.1,
           measure_llm_lag, same, show_table, "dad958e, 7de3d46, 1e70d55"),
     Claim("llm-lag-delta", "token-level VACO on β with δ = 0.005, the comparison's other "
           "settings and keys (mean ± 95% t-interval over 4 seeds)",
-          "python experiments/llm_lag.py --stage working --variants vaco-beta --delta 0.005 "
-          "--run-ks 0 4 8 --out experiments/results/llm_lag_delta", "data",
+          "python experiments/llm_lag.py --variants vaco-beta --delta 0.005 --ks 0 4 8 "
+          "--out experiments/results/llm_lag_delta", "data",
           "read from the committed summary.csv: identical", True, 0.1,
           measure_llm_lag_delta, same, show_table, "fa1f36d"),
     Claim("llm-lag-rerun", "4 of the LLM lag comparison's 20 cells (grpo β and vaco π_T at "
           "K = 0 and 8), rerun on the current code",
-          "python experiments/llm_lag.py --stage working --variants grpo-beta vaco-pit "
-          "--run-ks 0 8 --out DIR", "statistical",
+          "python experiments/llm_lag.py --variants grpo-beta vaco-pit --ks 0 8 --out DIR",
+          "statistical",
           "new mean inside the recorded 95% t-interval in >= 6 of the 8 greedy and sampled "
           "cells (an independent 4-seed replicate lands inside in ≈ 85–90% of cells)", False,
           40, measure_llm_lag_rerun, most_cells_inside(0.75), show_table,
