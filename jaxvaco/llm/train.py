@@ -1,4 +1,11 @@
-"""Warm start, RL under generation lag, and held-out evaluation, each one jitted program.
+"""The supervised warm start and RL under generation lag, as module-level stages.
+
+Stages, each a pure function of (model, config, ...): `generate` (a batch of completions
+with their rewards, group advantages and log-probabilities), `policy_loss` (GRPO's or
+token-level VACO's objective, `jaxvaco.llm.losses`), `update` (one optimizer step),
+`iteration` (E × M updates on one batch), `train_step` (the lag ring buffer, then an
+iteration) and `chunk` (a `lax.scan` of steps). `make_llm_train` binds a config's runs as
+the host loop's `LoopTrainer` (`LLMTrainer`; `jaxvaco.llm.run` drives it).
 
 Warm start [ours]: maximum likelihood on worked solutions (prompt tokens unscored),
 stopped early so that RL starts from a policy that solves some but not all problems.
