@@ -251,9 +251,10 @@ def run_keys(config: LLMConfig) -> jax.Array:
 @dataclasses.dataclass
 class LLMTrainer:
     """The LLM trainer as the host loop drives it (`jaxvaco.session.LoopTrainer`): the R
-    runs of a config (K-major over lag.delays × seeds) vmapped in one program, from the
-    warm start `ref_params` (also the KL reference) on the prompts of `pool`, evaluated on
-    `test`."""
+    runs of a config (K-major over lag.delays × seeds), from the warm start `ref_params`
+    (also the KL reference) on the prompts of `pool`, evaluated on `test`. Each K's seeds
+    are one call of one program vmapped over the seeds [ours: as the recorded comparison
+    ran them; a batch of all R runs would round differently on a CPU]."""
 
     model: Transformer
     config: LLMConfig
@@ -281,10 +282,19 @@ class LLMTrainer:
     def abstract_state(self) -> Any:
         return jax.eval_shape(self.init)
 
+    def by_delay(self, tree: Any) -> list[Any]:
+        """A tree of [R] leaves as one tree of [seeds] leaves per K."""
+        s = self.config.num_seeds
+        return [jax.tree.map(lambda x, g=g: x[g * s:(g + 1) * s], tree)
+                for g in range(len(self.config.lag.delays))]
+
     def chunk(self, state: LLMState, n: int) -> tuple[LLMState, dict[str, np.ndarray]]:
         """n generation steps of every run; each metric summed over them, {name: [R]}."""
-        state, metrics = self._chunk(state, self.delays, n)
-        return state, {k: np.asarray(v, np.float64).sum(1) for k, v in metrics.items()}
+        out = [self._chunk(s, d, n) for s, d in zip(self.by_delay(state),
+                                                    self.by_delay(self.delays), strict=True)]
+        state = jax.tree.map(lambda *xs: jnp.concatenate(xs), *[o[0] for o in out])
+        return state, {k: np.concatenate([np.asarray(o[1][k], np.float64) for o in out]).sum(1)
+                       for k in out[0][1]}
 
     def finite(self, state: LLMState) -> np.ndarray:
         return np.asarray(self._finite(state.params))
@@ -294,7 +304,9 @@ class LLMTrainer:
         sampled evaluation's keys: `evaluation.evaluation_keys`)."""
         c = self.config
         keys = evaluation.evaluation_keys(c.seed, iteration // c.eval.every - 1, c.num_runs)
-        return {k: np.asarray(v) for k, v in self._evaluate(state.params, keys).items()}
+        out = [self._evaluate(p, k) for p, k in zip(self.by_delay(state.params),
+                                                     self.by_delay(keys), strict=True)]
+        return {k: np.concatenate([np.asarray(o[k]) for o in out]) for k in out[0]}
 
     def rows(self, sums: dict[str, np.ndarray], n: int, info: dict) -> list[dict]:
         """One row per run: its labels and each metric's mean over the chunk's n steps."""
