@@ -29,8 +29,7 @@ import argparse  # noqa: E402
 import tempfile  # noqa: E402
 
 from jaxvaco.config import AsyncConfig, EvalConfig, TrainConfig  # noqa: E402
-from jaxvaco.run_dir import RunControl  # noqa: E402
-from jaxvaco.runner import run  # noqa: E402
+from jaxvaco.runner import RunControl, run  # noqa: E402
 
 
 def config(algo: str, args: argparse.Namespace, asynchronous: bool) -> TrainConfig:

@@ -34,8 +34,7 @@ import numpy as np  # noqa: E402
 
 from jaxvaco.analysis.stats import seed_mean_ci  # noqa: E402
 from jaxvaco.config import AsyncConfig, EvalConfig, LagConfig, TrainConfig  # noqa: E402
-from jaxvaco.run_dir import RunControl  # noqa: E402
-from jaxvaco.runner import RunResult, run  # noqa: E402
+from jaxvaco.runner import RunControl, RunResult, run  # noqa: E402
 
 
 def base(args: argparse.Namespace, env: str, algo: str, name: str, **changes) -> TrainConfig:

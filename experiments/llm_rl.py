@@ -26,16 +26,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxvaco.llm import task
+from jaxvaco.llm import task, train
+from jaxvaco.llm.config import FRACTIONS, LLMConfig, LLMLagConfig
+from jaxvaco.llm.evaluation import accuracy, sampled_accuracy
 from jaxvaco.llm.model import ModelConfig, Transformer, sample
-from jaxvaco.llm.train import (
-    FRACTIONS,
-    RLConfig,
-    accuracy,
-    make_rl,
-    sampled_accuracy,
-    warm_start,
-)
+from jaxvaco.llm.train import warm_start
 from jaxvaco.primitives import masked_mean
 
 CACHE = Path("/tmp/jaxvaco_llm_rl_cache")
@@ -84,18 +79,27 @@ def diagnose(args):
               f"mean length {length:.1f}, -logp/token {ent:.3f}")
 
 
+BASE = LLMConfig(epochs=1, lag=LLMLagConfig(delays=(0,), max_delay=0))
+"""What `rl` starts from: K = 0 and one update per generation batch (the notes' setting;
+LLMConfig's default is the lag comparison's E = 2); the flags set LLMConfig's top-level
+options."""
+OPTIONS = [f for f in dataclasses.fields(LLMConfig)
+           if not dataclasses.is_dataclass(f.default) and type(f.default) in (int, float, str)
+           and f.name not in ("seed", "num_seeds", "num_steps", "run_name", "results_dir")]
+
+
 def rl(args):
     model, params, pool, test = setup(args)
-    fields = {f.name for f in dataclasses.fields(RLConfig)}
-    overrides = {k: v for k, v in vars(args).items() if k in fields and v is not None}
-    config = dataclasses.replace(RLConfig(), max_delay=0, **overrides)
-    rl_ = make_rl(model, config)
+    overrides = {f.name: getattr(args, f.name) for f in OPTIONS
+                 if getattr(args, f.name) is not None}
+    config = dataclasses.replace(BASE, **overrides)
     seeds = args.seeds
     keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(args.seed0), s))(
         jnp.arange(seeds))
-    states = jax.vmap(rl_.init, (None, 0))(params, keys)
-    chunk = jax.jit(jax.vmap(lambda s: rl_.chunk(s, jnp.int32(0), pool, params, test,
-                                                 args.eval_every)))
+    states = jax.vmap(lambda k: train.init_state(config, params, k))(keys)
+    chunk = jax.jit(jax.vmap(lambda s: train.chunk(model, config, s, jnp.int32(0), pool, params,
+                                                   args.eval_every)))
+    greedy = jax.jit(jax.vmap(lambda p: accuracy(model, p, test)))
     samp = jax.jit(jax.vmap(lambda p, k: sampled_accuracy(model, p, test, k, 1.0, args.samples),
                             (0, None)))
     greedy0 = np.asarray(accuracy(model, params, test))
@@ -110,8 +114,8 @@ def rl(args):
     append_rows(args.csv, rows)
     rows, start = [], time.time()
     for c in range(args.steps // args.eval_every):
-        states, metrics, acc = jax.block_until_ready(chunk(states))
-        acc = np.asarray(acc)
+        states, metrics = jax.block_until_ready(chunk(states))
+        acc = np.asarray(greedy(states.params))
         sacc = np.asarray(samp(states.params, jax.random.key(99)))
         step = (c + 1) * args.eval_every
         m = {k: float(np.mean(v)) for k, v in metrics.items()}
@@ -155,7 +159,7 @@ def main():
     p.add_argument("--samples", type=int, default=4)
     p.add_argument("--label", default="")
     p.add_argument("--csv", type=Path, default=None)
-    for f in dataclasses.fields(RLConfig):
+    for f in OPTIONS:
         p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=None)
     args = p.parse_args()
     diagnose(args) if args.mode == "diagnose" else rl(args)

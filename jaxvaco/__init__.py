@@ -1,12 +1,13 @@
 """jaxvaco: fully jitted on-policy RL in JAX for studying and beating policy lag.
 
-Entry points: `TrainConfig` (typed configuration), `make_train` (pure jitted functions),
+Entry points: `TrainConfig` (typed configuration; `LLMConfig` for the LLM trainer,
+`jaxvaco.llm.run`), `make_train` (pure jitted functions),
 `run` (the host loop that trains, evaluates and writes results), `load_policy` (a trained
 policy from a run directory or an export, to act with), `make_env` (batched,
 auto-resetting copies of an environment by name).
 """
 
-from jaxvaco.config import ConfigError, TrainConfig
+from jaxvaco.config import ConfigError, LLMConfig, TrainConfig
 
 __version__ = "0.1.0"
 
@@ -31,5 +32,6 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-__all__ = ["ConfigError", "TrainConfig", "load_policy", "make_env", "make_train", "run",
+__all__ = ["ConfigError", "LLMConfig", "TrainConfig", "load_policy", "make_env", "make_train",
+           "run",
            "__version__"]

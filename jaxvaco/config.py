@@ -19,6 +19,7 @@ import difflib
 import typing
 from typing import Any, Literal
 
+from jaxvaco.errors import ConfigError, RunFileError
 from jaxvaco.option_groups import (
     AsyncConfig,
     DistributedConfig,
@@ -32,15 +33,7 @@ from jaxvaco.option_groups import (
 )
 
 ALGOS = ("ppo", "ppo_kl", "spo", "impala", "vaco")
-
-
-class ConfigError(ValueError):
-    """An impossible or inconsistent setting, caught before compiling."""
-
-
-class RunFileError(ConfigError):
-    """A run's or a sweep's file (config.json, metrics.jsonl, a sweep TOML) that cannot be
-    read as jaxvaco wrote it; the message names the file, the line or the key."""
+__all__ = ["ConfigError", "LLMConfig", "RunFileError", "TrainConfig"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,3 +282,6 @@ def with_overrides(config: TrainConfig, overrides: dict[str, Any], source: str =
                                   f"a table of options; cannot set {path}.")
         table[field] = value
     return from_table(TrainConfig, data, source)
+
+
+from jaxvaco.llm.config import LLMConfig  # noqa: E402 - the LLM trainer's, beside TrainConfig

@@ -2,7 +2,8 @@
 for the LLM trainer (`jaxvaco.llm.train`).
 
 `python tests/llm_fingerprint.py` records, for every configuration in `CASES`, the metrics
-of `make_rl(...).chunk` summed over two chunks of two generation steps, the greedy
+of the trainer's chunk (`jaxvaco.llm.train.chunk`; `make_rl(...).chunk` when recorded)
+summed over two chunks of two generation steps, the greedy
 accuracy that `chunk` reports after each (on the 16 training problems: a held-out set
 would be all zeros at this size), and Σ|θ| of the final parameters into
 `tests/data/llm_fingerprint.json`; the shared supervised warm start (its loss summed over
@@ -21,8 +22,9 @@ K → lag_delay rename c7e5f14), by
 It is run as a script (not `-m tests.…`) and imports nothing from `tests`, so that the
 `jaxvaco` it measures is the one on PYTHONPATH. The cases are written with the options of
 that code: every RLConfig field it had is pinned in `BASE` (the defaults changed on
-purpose in d1f877e), in its spelling ("behavior"); `translate` in the test maps them onto
-today's RLConfig.
+purpose in d1f877e), in its spelling ("behavior"); `translate` maps them onto
+today's options, and `LLM_OPTION` maps each flat RLConfig name onto its place in today's
+`LLMConfig` (issue 36).
 
 The size is chosen so that each case runs in seconds on a CPU and the trust regions act:
 a 1-layer, d = 32 transformer after 60 SFT steps (lr 3e-3) on 16 level-1 problems
@@ -32,7 +34,6 @@ lr 3e-3 move the policy far enough for GRPO's clip and VACO's filter to remove t
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -41,9 +42,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxvaco.config import from_table
 from jaxvaco.llm import task
+from jaxvaco.llm.config import LLMConfig
+from jaxvaco.llm.evaluation import accuracy
 from jaxvaco.llm.model import ModelConfig, Transformer
-from jaxvaco.llm.train import RLConfig, make_rl, warm_start
+from jaxvaco.llm.train import chunk, init_state, warm_start
 
 PATH = Path(__file__).parent / "data" / "llm_fingerprint.json"
 WARM_START = "warm_start"
@@ -84,15 +88,45 @@ def warm_started(pool: task.Problems) -> tuple:
                                         SFT_BATCH, SFT_LR))(params)
 
 
-def make_config(name: str, translate=None):
-    """(RLConfig of case `name`, K); `translate` maps the recorded options to today's."""
+# 304b295: one spelling, "behaviour".
+SPELLING = {("vaco_anchor", "behavior"): "behaviour"}
+# 6756f9f: loss options added with the recorded code's behaviour as their value (pinned
+# here, not left to the defaults, which d1f877e showed can change).
+OLD_BEHAVIOUR = {"adv_scale": "std", "loss_agg": "token", "warmup_updates": 0,
+                 # issue 15: the anchor-π_T options; the recorded code had GRPO on β and
+                 # VACO's π_T anchor without the importance weight.
+                 "grpo_anchor": "behaviour", "vaco_weight": "none", "rho_bar": 1.0}
+
+
+def translate(fields: dict) -> dict:
+    out = {key: SPELLING.get((key, value), value) for key, value in fields.items()}
+    assert not set(OLD_BEHAVIOUR) & set(out)
+    return {**out, **OLD_BEHAVIOUR}
+
+
+LLM_OPTION = {"clip_eps": "grpo.clip_eps", "grpo_anchor": "grpo.anchor",
+              "delta": "vaco.delta", "vaco_filter": "vaco.filter",
+              "vaco_anchor": "vaco.anchor", "vaco_weight": "vaco.weight",
+              "lag_mode": "lag.mode", "max_delay": "lag.max_delay"}
+"""RLConfig's flat names -> their dotted path in LLMConfig (the others kept their name)."""
+TRAINING_OPTIONS = ("algo", "num_prompts", "group_size", "epochs", "minibatches",
+                    "learning_rate", "max_grad_norm", "warmup_updates", "temperature",
+                    "kl_coef", "rho_bar", "adv_scale", "loss_agg", *LLM_OPTION.values())
+"""The LLMConfig options that change what a chunk computes: each case pins every one."""
+
+
+def make_config(name: str) -> tuple[LLMConfig, int]:
+    """(LLMConfig of case `name`, K): `translate` maps the recorded options to today's
+    flat names, `LLM_OPTION` those onto LLMConfig's groups."""
     lag_delay, changes = CASES[name]
-    fields = {**BASE, **changes}
-    if translate is not None:
-        fields = translate(fields)
-    missing = {f.name for f in dataclasses.fields(RLConfig)} - set(fields)
-    assert not missing, f"RLConfig fields left at their defaults: {sorted(missing)}"
-    return RLConfig(**fields), lag_delay
+    fields = translate({**BASE, **changes})
+    table: dict = {"lag": {"delays": [lag_delay]}}
+    for key, value in fields.items():
+        *group, option = LLM_OPTION.get(key, key).split(".")
+        (table.setdefault(group[0], {}) if group else table)[option] = value
+    missing = set(TRAINING_OPTIONS) - {LLM_OPTION.get(k, k) for k in fields}
+    assert not missing, f"LLMConfig options left at their defaults: {sorted(missing)}"
+    return from_table(LLMConfig, table, name), lag_delay
 
 
 def abs_sum(params) -> float:
@@ -102,15 +136,17 @@ def abs_sum(params) -> float:
 def fingerprint(config, lag_delay: int, pool: task.Problems, params) -> dict:
     """Metrics summed over CHUNKS × STEPS_PER_CHUNK generation steps, the greedy accuracy
     on `pool` summed over the chunks, and Σ|θ| of the final params."""
-    rl = make_rl(Transformer(MODEL), config)
-    state = rl.init(params, jax.random.key(3))
-    chunk = jax.jit(rl.chunk, static_argnums=5)
+    model = Transformer(MODEL)
+    state = init_state(config, params, jax.random.key(3))
+    steps = jax.jit(lambda s, k, pool, ref: chunk(model, config, s, k, pool, ref,
+                                                  STEPS_PER_CHUNK))
+    greedy = jax.jit(lambda p, test: accuracy(model, p, test))
     totals: dict[str, float] = {}
     for _ in range(CHUNKS):
-        state, metrics, accuracy = chunk(state, jnp.int32(lag_delay), pool, params, pool,
-                                         STEPS_PER_CHUNK)
+        state, metrics = steps(state, jnp.int32(lag_delay), pool, params)
         metrics = {k: np.asarray(v, np.float64).sum() for k, v in metrics.items()}
-        for level, value in zip(task.LEVELS, np.asarray(accuracy), strict=True):
+        for level, value in zip(task.LEVELS, np.asarray(greedy(state.params, pool)),
+                                strict=True):
             metrics[f"accuracy/level{level}"] = value
         for key, value in metrics.items():
             totals[key] = totals.get(key, 0.0) + float(value)

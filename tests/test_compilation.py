@@ -255,7 +255,7 @@ def test_chunk_carries_its_finite_check_and_changes_no_number(tmp_path):
 
     from jaxvaco.compiled import Compiled
     from jaxvaco.grid import expand_runs
-    from jaxvaco.runner import host_finite
+    from jaxvaco.runs_trainer import host_finite
     from jaxvaco.train import make_train
 
     config = dataclasses.replace(tiny(tmp_path, "finite"), num_seeds=2)

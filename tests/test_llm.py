@@ -15,17 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxvaco.config import ConfigError
-from jaxvaco.llm import losses, task
+from jaxvaco.llm import losses, task, train
+from jaxvaco.llm.config import LLMConfig, LLMLagConfig, TokenVacoConfig
+from jaxvaco.llm.evaluation import accuracy, sampled_accuracy
 from jaxvaco.llm.model import ModelConfig, Transformer, init_cache, sample, token_logp
-from jaxvaco.llm.train import (
-    RLConfig,
-    accuracy,
-    group_minibatches,
-    make_rl,
-    sampled_accuracy,
-    warm_start,
-)
+from jaxvaco.llm.train import group_minibatches, warm_start
 
 pytestmark = pytest.mark.usefixtures("fast_compile")
 
@@ -293,21 +287,22 @@ def test_learner_anchor_gradient_is_weighted_policy_gradient():
 
 @pytest.mark.parametrize("changes, anchor, weighted", [
     ({}, "behaviour", False),
-    ({"grpo_anchor": "learner"}, "learner", True),
+    ({"grpo": {"anchor": "learner"}}, "learner", True),
     ({"algo": "vaco"}, "learner", False),  # VACO's default: π_T without the weight
-    ({"algo": "vaco", "vaco_weight": "truncated"}, "learner", True),
-    ({"algo": "vaco", "vaco_anchor": "behaviour", "vaco_weight": "truncated"}, "behaviour",
+    ({"algo": "vaco", "vaco": {"weight": "truncated"}}, "learner", True),
+    ({"algo": "vaco", "vaco": {"anchor": "behaviour", "weight": "truncated"}}, "behaviour",
      False)])
-def test_rl_anchor_picks_the_configured_anchor(changes, anchor, weighted):
+def test_policy_anchor_picks_the_configured_anchor(changes, anchor, weighted):
+    from jaxvaco.config import from_table
     from jaxvaco.llm.model import Completions
-    from jaxvaco.llm.train import Rollout, rl_anchor
+    from jaxvaco.llm.train import Rollout, policy_anchor
 
     logp_t, logp_b, rewards, valid = random_batch(7, 0.5)
     tokens = jnp.zeros((6, 10), jnp.int32)
     mb = Rollout(Completions(tokens, jnp.asarray(logp_b), jnp.asarray(valid)),
                  jnp.asarray(rewards), jnp.asarray(rewards), jnp.asarray(logp_t),
                  jnp.zeros_like(logp_t))
-    got, weights = rl_anchor(mb, RLConfig(**changes))
+    got, weights = policy_anchor(mb, from_table(LLMConfig, changes, "test"))
     np.testing.assert_array_equal(got, logp_t if anchor == "learner" else logp_b)
     assert (weights is not None) == weighted
     if weighted:
@@ -338,10 +333,10 @@ def test_k3_kl():
 @pytest.fixture(scope="module")
 def tiny_rl(tiny):
     """GRPO with a KL term, its jitted train step and iteration (compiled once here)."""
-    config = RLConfig(num_prompts=2, group_size=4, epochs=2, minibatches=2,
-                      learning_rate=1e-3, kl_coef=0.1, max_delay=2)
-    rl = make_rl(tiny[0], config)
-    return rl, jax.jit(rl.train_step), jax.jit(rl.iteration)
+    config = LLMConfig(num_prompts=2, group_size=4, epochs=2, minibatches=2,
+                       learning_rate=1e-3, kl_coef=0.1, lag=LLMLagConfig(delays=(2,), max_delay=2))
+    step = jax.jit(lambda *a: train.train_step(tiny[0], config, *a))
+    return config, step, jax.jit(lambda *a: train.iteration(tiny[0], config, *a))
 
 
 def test_k0_equals_synchronous_training(tiny, tiny_rl, other_params, problems):
@@ -349,8 +344,8 @@ def test_k0_equals_synchronous_training(tiny, tiny_rl, other_params, problems):
     with the current θ (an explicit loop over `iteration`), whatever the buffer size."""
     params = tiny[1]
     pool = problems[1]
-    rl, step, iteration = tiny_rl
-    state = rl.init(params, jax.random.key(3))
+    config, step, iteration = tiny_rl
+    state = train.init_state(config, params, jax.random.key(3))
     sync_params, sync_opt, key = params, state.opt_state, state.key
     for _ in range(3):
         state, metrics = step(state, jnp.int32(0), pool, other_params)
@@ -367,8 +362,8 @@ def test_k0_equals_synchronous_training(tiny, tiny_rl, other_params, problems):
 def test_lag_uses_parameters_k_steps_old(tiny, tiny_rl, other_params, problems):
     """With K = 2: the delay is min(K, T), and β = θ_{T−2} differs from π_T (TV > 0)."""
     params = tiny[1]
-    rl, step, _ = tiny_rl
-    state = rl.init(params, jax.random.key(4))
+    config, step, _ = tiny_rl
+    state = train.init_state(config, params, jax.random.key(4))
     lags, tvs = [], []
     for _ in range(4):
         state, metrics = step(state, jnp.int32(2), problems[1], other_params)
@@ -393,12 +388,10 @@ def level_one_warm_start(fast_compile):
     return model, held_out, level_one, params
 
 
-def train_rl(model, config: RLConfig, pool, params, steps: int):
+def train_rl(model, config: LLMConfig, pool, params, steps: int):
     """`steps` RL steps at K = 0 from `params` (also the KL reference): (state, metrics)."""
-    rl = make_rl(model, config)
-    return jax.jit(lambda s: jax.lax.scan(
-        lambda s, _: rl.train_step(s, jnp.int32(0), pool, params), s, None, steps))(
-        rl.init(params, jax.random.key(6)))
+    return jax.jit(lambda s: train.chunk(model, config, s, jnp.int32(0), pool, params, steps))(
+        train.init_state(config, params, jax.random.key(6)))
 
 
 @pytest.mark.slow
@@ -414,8 +407,8 @@ def test_tiny_end_to_end_improves_held_out_accuracy(level_one_warm_start):
     success = jax.jit(lambda p: sampled_accuracy(model, p, held_out, jax.random.key(99), 1.0,
                                                  16)[0])
     before = float(success(params))
-    config = RLConfig(algo="vaco", vaco_anchor="behaviour", learning_rate=3e-4, num_prompts=16,
-                      group_size=16, minibatches=1)
+    config = LLMConfig(algo="vaco", vaco=TokenVacoConfig(anchor="behaviour"), learning_rate=3e-4,
+                       num_prompts=16, group_size=16, minibatches=1, epochs=1)
     state, metrics = train_rl(model, config, pool, params, 60)
     after = float(success(state.params))
     assert after > before + 0.05, (before, after, np.asarray(metrics["reward"]))
@@ -423,10 +416,10 @@ def test_tiny_end_to_end_improves_held_out_accuracy(level_one_warm_start):
 
 @pytest.mark.slow
 def test_rl_raises_held_out_greedy_accuracy_over_warm_start(level_one_warm_start):
-    """The RL stage at RLConfig's defaults (lr 1e-4, 16 prompts × 16 completions, one
-    update per batch, K = 0), 40 steps from a 300-step SFT warm start on one-step problems,
-    raises held-out greedy accuracy (64 problems) and the τ = 1 success rate (8 samples
-    per problem) over the warm start.
+    """The RL stage that works at K = 0 (lr 1e-4, 16 prompts × 16 completions, one
+    update per batch: LLMConfig's defaults with epochs = 1), 40 steps from a 300-step SFT
+    warm start on one-step problems, raises held-out greedy accuracy (64 problems) and the
+    τ = 1 success rate (8 samples per problem) over the warm start.
 
     Measured when written: greedy 0.547 -> 0.578 (35 -> 37 of 64 problems, a small gain)
     and sampled 0.400 -> 0.455. 390 s on 2 CPU cores at load ≈ 7 (other jobs running).
@@ -439,7 +432,7 @@ def test_rl_raises_held_out_greedy_accuracy_over_warm_start(level_one_warm_start
     success = jax.jit(lambda p: sampled_accuracy(model, p, held_out, jax.random.key(99), 1.0,
                                                  8)[0])
     before = float(greedy(params)), float(success(params))
-    state, metrics = train_rl(model, RLConfig(), pool, params, 40)
+    state, metrics = train_rl(model, LLMConfig(epochs=1), pool, params, 40)
     after = float(greedy(state.params)), float(success(state.params))
     assert after[0] > before[0] and after[1] > before[1] + 0.03, (
         before, after, np.asarray(metrics["reward"]))
@@ -449,7 +442,7 @@ def test_rl_raises_held_out_greedy_accuracy_over_warm_start(level_one_warm_start
 def test_group_minibatches_keep_groups_whole(prompts, group, epochs, minibatches):
     """Against NumPy: update e·M + m holds the completions of the groups
     perm_e[m·P/M : (m+1)·P/M], perm_e being epoch e's permutation of the P prompts."""
-    config = dataclasses.replace(RLConfig(), num_prompts=prompts, group_size=group,
+    config = dataclasses.replace(LLMConfig(), num_prompts=prompts, group_size=group,
                                  epochs=epochs, minibatches=minibatches)
     rows = np.random.default_rng(0).normal(size=(prompts * group, 3)).astype(np.float32)
     key = jax.random.key(5)
@@ -463,79 +456,58 @@ def test_group_minibatches_keep_groups_whole(prompts, group, epochs, minibatches
             np.testing.assert_array_equal(out[e * minibatches + m], expected)
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"vaco_anchor": "behavior"}, "vaco_anchor"), ({"algo": "ppo"}, "algo"),
-    ({"loss_agg": "mean"}, "loss_agg"), ({"minibatches": 3}, "minibatches"),
-    ({"group_size": 0}, "group_size"), ({"grpo_anchor": "learners"}, "grpo_anchor"),
-    ({"vaco_weight": "full"}, "vaco_weight"), ({"rho_bar": 0.0}, "rho_bar")])
-def test_rl_config_rejects_a_bad_choice_by_name(change, field):
-    with pytest.raises(ConfigError, match=f"RLConfig.{field}"):
-        RLConfig(**change)
-
-
-def test_llm_lag_stage_preset_summary_and_resume_rows(tmp_path):
-    """experiments/llm_lag.py without training: the working preset (explicit flags win),
-    the variants' RLConfigs, the summary's t-intervals from rows read back from the CSV."""
+def test_llm_lag_spec_and_report(tmp_path):
+    """experiments/llm_lag.py and llm_report.py without training: the variants' LLMConfigs
+    (flags change the spec; δ only the VACO variants'), the summary's t-intervals from
+    results rows read back from results.csv, and an old-format folder refused."""
     from scipy import stats
 
-    from experiments import llm_lag
-    from jaxvaco.results import read_rows, write_rows
+    from experiments import llm_lag, llm_report
+    from jaxvaco.results import read_results, read_rows, write_results
 
-    args = llm_lag.parse_args(["--stage", "working", "--seeds", "8", "--variants", "grpo-pit",
-                               "none"])
-    assert (args.seeds, args.epochs, args.warm_start_steps, args.learning_rate) == (8, 2, 1800,
-                                                                                     1e-4)
-    assert args.variants == ["grpo π_T", "none (IS gradient)"] and args.ks == [0, 2, 4, 8]
-    assert args.run_ks == args.ks
-    assert llm_lag.parse_args(["--stage", "working", "--run-ks", "8", "0"]).run_ks == [8, 0]
-    with pytest.raises(SystemExit):  # a K outside the grid would change max_delay and keys
-        llm_lag.parse_args(["--stage", "working", "--run-ks", "16"])
-    assert llm_lag.rl_config(args, "grpo π_T").grpo_anchor == "learner"
-    assert llm_lag.rl_config(args, "none (IS gradient)").vaco_filter == "none"
-    assert llm_lag.rl_config(args, "none (IS gradient)").delta == RLConfig.delta
-    small = llm_lag.parse_args(["--stage", "working", "--variants", "vaco-beta", "--delta",
-                                "0.005"])
-    assert llm_lag.rl_config(small, "vaco β").delta == 0.005
-    with pytest.raises(SystemExit):
-        llm_lag.parse_args(["--stage", "working", "--delta", "0"])
-    # a table written before --delta existed (its config.json has no delta) ran δ = 0.2:
-    # it resumes with the default and refuses another δ
-    before = {k: v for k, v in llm_lag.settings(args).items() if k != "delta"}
-    old = tmp_path / "before_delta"
-    old.mkdir()
-    (old / "config.json").write_text(json.dumps(before))
-    (old / "curves.csv").write_text("method,K\n")
-    llm_lag.refuse_other_settings(old, llm_lag.settings(args))
-    with pytest.raises(SystemExit, match="other settings"):
-        llm_lag.refuse_other_settings(old, {**llm_lag.settings(args), "delta": 0.005})
-    default = llm_lag.parse_args([])  # the first (withdrawn) table's settings
-    assert default.variants == ["grpo", "vaco"] and default.epochs == 1
-    assert llm_lag.rl_config(default, "vaco") == dataclasses.replace(
-        RLConfig(), algo="vaco", learning_rate=5e-5, num_prompts=8, group_size=8,
-        minibatches=4, max_delay=8)
+    args = llm_lag.parser().parse_args(["--seeds", "8", "--variants", "grpo-pit", "none",
+                                        "--delta", "0.005", "--ks", "0", "4"])
+    spec = llm_lag.spec(args)
+    assert list(spec) == ["grpo π_T", "none (IS gradient)"]
+    assert spec["grpo π_T"].grpo.anchor == "learner" and spec["grpo π_T"].num_seeds == 8
+    assert spec["grpo π_T"].vaco.delta == TokenVacoConfig().delta
+    none = spec["none (IS gradient)"]
+    assert (none.vaco.filter, none.vaco.delta, none.lag.delays) == ("none", 0.005, (0, 4))
+    default = llm_lag.spec(llm_lag.parser().parse_args([]))  # the table in docs/results/llm.md
+    assert default["vaco π_T"] == LLMConfig(algo="vaco", vaco=TokenVacoConfig(
+        anchor="learner", weight="truncated"))
+    assert (LLMConfig().epochs, LLMConfig().warm_start.steps, LLMConfig().lag.delays) == (
+        2, 1800, (0, 2, 4, 8))
 
     rng = np.random.default_rng(0)
-    rows = [{"method": m, "algo": m.split()[0], "K": k, "seed": s, "step": step,
-             "acc": rng.random(), "sampled_acc": rng.random(),
-             **{c: rng.random() for c in llm_lag.LEVEL_COLUMNS + llm_lag.METRICS},
+    rows = [{"env": "arithmetic", "algo": m.split()[0], "variant": m, "K": k, "seed": s,
+             "step": step, "accuracy": rng.random(), "sampled_accuracy": rng.random(),
+             **{c: rng.random() for c in llm_report.LEVEL_COLUMNS + llm_report.METRICS},
              "grpo/clipped_fraction": 0.1 if m.startswith("grpo") else None,
-             "vaco/filtered_fraction": None if m.startswith("grpo") else 0.2,
-             "fraction": 0.1 if m.startswith("grpo") else 0.2}
+             "vaco/filtered_fraction": None if m.startswith("grpo") else 0.2}
             for m in ("grpo π_T", "vaco β") for k in (0, 8) for s in range(3) for step in (5, 10)]
-    write_rows(tmp_path / "curves.csv", rows)
-    back = [llm_lag.parse_row(r) for r in read_rows(tmp_path / "curves.csv")]
+    write_results(tmp_path / "results.csv", rows)
+    (tmp_path / "warm_start.json").write_text(json.dumps(
+        {"accuracy_by_level": [0.5, 0.5, 0.5], "sampled_accuracy": 0.4}))
+    table = llm_report.report(tmp_path)
+    back = read_results(tmp_path / "results.csv")
     assert back[0]["vaco/filtered_fraction"] is None and back[0]["K"] == 0
-    summary = llm_lag.summarize(back, 0.5, 0.4)
+    summary = llm_report.summarize(back, 0.5, 0.4)
     assert [(s["method"], s["K"]) for s in summary] == [
         ("grpo π_T", 0), ("grpo π_T", 8), ("vaco β", 0), ("vaco β", 8)]
-    final = np.array([r["sampled_acc"] for r in rows
-                      if r["method"] == "vaco β" and r["K"] == 8 and r["step"] == 10])
+    final = np.array([r["sampled_accuracy"] for r in rows
+                      if r["variant"] == "vaco β" and r["K"] == 8 and r["step"] == 10])
     half = stats.t.ppf(0.975, 2) * final.std(ddof=1) / np.sqrt(3)
     np.testing.assert_allclose([summary[3]["sampled_acc"], summary[3]["sampled_ci95"],
                                 summary[3]["sampled_gain"]],
                                [final.mean(), half, final.mean() - 0.4], rtol=1e-6)
     assert (summary[0]["fraction"], summary[2]["fraction"]) == pytest.approx((0.1, 0.2))
-    table = llm_lag.markdown(summary, np.array([0.5, 0.5, 0.5]), 0.4, 10)
     assert "| vaco β | 8 |" in table and "| sampled accuracy | K = 0 | K = 8 |" in table
-    llm_lag.plot(back, summary, 0.5, tmp_path / "llm_lag.png", 0.4)
     assert (tmp_path / "llm_lag.png").stat().st_size > 0
+    assert {"method", "final_acc", "ci95", "sampled_acc", "fraction", "tv/backward"} <= set(
+        read_rows(tmp_path / "summary.csv")[0])
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "curves.csv").write_text("method,K\n")
+    with pytest.raises(SystemExit, match="before it ran through jaxvaco.llm.run"):
+        llm_report.refuse_old_folder(old)

@@ -148,7 +148,7 @@ def measure_sync_sweep(ctx: Context, folder: Path | None = None) -> dict:
 
 
 LLM_LAG = RESULTS / "llm_lag_working"
-"""Issue 15's lag comparison on the working RL stage (`llm_lag.py --stage working`)."""
+"""Issue 15's lag comparison on the working RL stage (`llm_lag.py`'s default)."""
 LLM_LAG_DELTA = RESULTS / "llm_lag_delta"
 """`vaco β` of that comparison with δ near its token TVs (`--delta 0.005`), same keys."""
 

@@ -142,19 +142,19 @@ CLAIMS = [
           False, 2, runs.measure_sync_rerun, sync_means_close, show_table, reruns=("sync-sweep",)),
     Claim("llm-lag", "LLM lag comparison on the working RL stage (final held-out greedy and "
           "sampled accuracy, mean ± 95% t-interval over 4 seeds)",
-          "python experiments/llm_lag.py --stage working", "data",
+          "python experiments/llm_lag.py", "data",
           "read from the committed summary.csv: identical", True, 0.1,
           data.measure_llm_lag, same, show_table, "dad958e, 7de3d46, 1e70d55"),
     Claim("llm-lag-delta", "token-level VACO on β with δ = 0.005, the comparison's other "
           "settings and keys (mean ± 95% t-interval over 4 seeds)",
-          "python experiments/llm_lag.py --stage working --variants vaco-beta --delta 0.005 "
-          "--run-ks 0 4 8 --out experiments/results/llm_lag_delta", "data",
+          "python experiments/llm_lag.py --variants vaco-beta --delta 0.005 --ks 0 4 8 "
+          "--out experiments/results/llm_lag_delta", "data",
           "read from the committed summary.csv: identical", True, 0.1,
           data.measure_llm_lag_delta, same, show_table, "fa1f36d"),
     Claim("llm-lag-rerun", "4 of the LLM lag comparison's 20 cells (grpo β and vaco π_T at "
           "K = 0 and 8), rerun on the current code",
-          "python experiments/llm_lag.py --stage working --variants grpo-beta vaco-pit "
-          "--run-ks 0 8 --out DIR", "statistical",
+          "python experiments/llm_lag.py --variants grpo-beta vaco-pit --ks 0 8 --out DIR",
+          "statistical",
           "new mean inside the recorded 95% t-interval in >= 6 of the 8 greedy and sampled "
           "cells (an independent 4-seed replicate lands inside in ≈ 85–90% of cells)", False,
           40, runs.measure_llm_lag_rerun, most_cells_inside(0.75), show_table,

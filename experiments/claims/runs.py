@@ -167,16 +167,17 @@ def measure_sync_rerun(ctx: Context) -> dict:
     return measure_sync_sweep(ctx, out)
 
 
-LLM_RERUN_CELLS = ["--variants", "grpo-beta", "vaco-pit", "--run-ks", "0", "8"]
+LLM_RERUN_CELLS = ["--variants", "grpo-beta", "vaco-pit", "--ks", "0", "8"]
 """The cells `llm-lag-rerun` reruns: the paper's pair (GRPO on β, VACO on π_T) at K = 0 and
 8, 4 of the comparison's 20 (≈ 40 min with the warm start, instead of ≈ 2.5 h); the
-same keys as the full run."""
+same training keys as the full run (greedy accuracy per seed as recorded); the sampled
+evaluation's keys are split over the 8 runs instead of 16 (`jaxvaco.llm.evaluation`)."""
 
 
 def measure_llm_lag_rerun(ctx: Context) -> dict:
     out = ctx.tmp / "llm_lag_working"
-    run_command([ctx.python, "experiments/llm_lag.py", "--stage", "working", *LLM_RERUN_CELLS,
-                 "--out", str(out)], ctx, "llm_lag.log")
+    run_command([ctx.python, "experiments/llm_lag.py", *LLM_RERUN_CELLS, "--out", str(out)],
+                ctx, "llm_lag.log")
     return llm_lag_tables(out)
 
 

@@ -38,7 +38,7 @@ from jaxvaco.asynchronous.channels import (
     one_line,
 )
 from jaxvaco.rollout import collect
-from jaxvaco.runner import RunsTrainer
+from jaxvaco.runs_trainer import RunsTrainer
 from jaxvaco.train import learn
 from jaxvaco.train_state import Setup, TrainState
 

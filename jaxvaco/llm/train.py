@@ -1,4 +1,11 @@
-"""Warm start, RL under generation lag, and held-out evaluation, each one jitted program.
+"""The supervised warm start and RL under generation lag, as module-level stages.
+
+Stages, each a pure function of (model, config, ...): `generate` (a batch of completions
+with their rewards, group advantages and log-probabilities), `policy_loss` (GRPO's or
+token-level VACO's objective, `jaxvaco.llm.losses`), `update` (one optimizer step),
+`iteration` (E × M updates on one batch), `train_step` (the lag ring buffer, then an
+iteration) and `chunk` (a `lax.scan` of steps). `make_llm_train` binds a config's runs as
+the host loop's `LoopTrainer` (`LLMTrainer`; `jaxvaco.llm.run` drives it).
 
 Warm start [ours]: maximum likelihood on worked solutions (prompt tokens unscored),
 stopped early so that RL starts from a policy that solves some but not all problems.
@@ -20,19 +27,20 @@ updates) old. K = 0 is synchronous on-policy training.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 
 from jaxvaco import lag
-from jaxvaco.config import ConfigError
-from jaxvaco.llm import losses
-from jaxvaco.llm.model import Completions, Transformer, sample, token_logp
-from jaxvaco.llm.task import LEVELS, PAD, Problems, reward
+from jaxvaco.guard import all_finite
+from jaxvaco.llm import evaluation, losses
+from jaxvaco.llm.config import FRACTIONS, LLMConfig
+from jaxvaco.llm.model import Completions, ModelConfig, Transformer, sample, token_logp
+from jaxvaco.llm.task import PAD, SEQ_LEN, VOCAB, Problems, reward
 from jaxvaco.primitives import masked_mean, shuffled_minibatches
 
 
@@ -64,104 +72,6 @@ def warm_start(model: Transformer, params: Any, pool: Problems, key: jax.Array, 
     return params, loss
 
 
-def accuracy(model: Transformer, params: Any, problems: Problems) -> jax.Array:
-    """Greedy-decoding accuracy at each level of LEVELS. float [len(LEVELS)]"""
-    out = sample(model, params, problems.prompts, problems.prompt_len, jax.random.key(0), 1.0,
-                 greedy=True)
-    correct = reward(out.tokens, problems.prompt_len, problems.answers)
-    return jnp.stack([masked_mean(correct, problems.level == lv) for lv in LEVELS])
-
-
-def sampled_accuracy(model: Transformer, params: Any, problems: Problems, key: jax.Array,
-                     temperature: float, samples: int) -> jax.Array:
-    """Accuracy of completions sampled at `temperature`, `samples` per problem, at each
-    level of LEVELS: the success rate RL maximises (greedy accuracy can stay flat while it
-    rises, as RL first sharpens the sampling distribution). float [len(LEVELS)]"""
-    idx = jnp.repeat(jnp.arange(problems.answers.shape[0]), samples)
-    out = sample(model, params, problems.prompts[idx], problems.prompt_len[idx], key,
-                 temperature)
-    correct = reward(out.tokens, problems.prompt_len[idx], problems.answers[idx])
-    return jnp.stack([masked_mean(correct, problems.level[idx] == lv) for lv in LEVELS])
-
-
-FRACTIONS = {"grpo": "grpo/clipped_fraction", "vaco": "vaco/filtered_fraction"}
-"""Per objective, the metric of the valid tokens it acts on: GRPO's clip removes their
-gradient, VACO's filter drops them (before: one `filter/fraction` for both)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class RLConfig:
-    algo: str = "grpo"  # "grpo" | "vaco"
-    # Defaults from experiments/results/llm_rl/notes.md (issue 15): at lr ≥ 2e-4 Adam's
-    # ≈ lr-sized steps follow the policy gradient's noise and greedy accuracy falls; at
-    # 1e-4 with 16 × 16 completions in one update it rises. (Until issue 15: 8 × 8, M = 4,
-    # lr 5e-5, which experiments/llm_lag.py keeps as its defaults.)
-    num_prompts: int = 16  # P prompts per generation step
-    group_size: int = 16  # G completions per prompt
-    epochs: int = 1  # E
-    minibatches: int = 1  # M (of whole groups)
-    learning_rate: float = 1e-4
-    max_grad_norm: float = 1.0
-    temperature: float = 1.0
-    clip_eps: float = 0.2  # GRPO
-    # GRPO's anchor: "behaviour" (β, r = π_θ/β, GRPO) or "learner" (π_T, r = π_θ/π_T with
-    # each token's Â weighted once by min(rho_bar, π_T/β): decoupled clip, Hilton et al. 2021)
-    grpo_anchor: str = "behaviour"
-    kl_coef: float = 0.0  # GRPO and VACO: c_kl·k3 KL to the warm-start policy (0 = off)
-    delta: float = 0.2  # VACO
-    vaco_filter: str = "batch"  # "batch" | "sample" | "none"
-    vaco_anchor: str = "learner"  # "learner" (π_T) | "behaviour" (β)
-    # With VACO's anchor π_T: "none" (r = π_θ/π_T alone, as until issue 15: its gradient at
-    # θ = π_T is β's completions' gradient uncorrected) or "truncated" (Â weighted once by
-    # min(rho_bar, π_T/β), as GRPO's anchor π_T and the RL trainer's anchor-π_T VACO).
-    vaco_weight: str = "none"
-    rho_bar: float = 1.0  # ρ̄: truncation of the anchor-π_T importance weight
-    adv_scale: str = "std"  # "std" (GRPO) | "none" (Dr. GRPO: R − mean_g R)
-    loss_agg: str = "token"  # "token" | "sequence" | "constant" (losses.aggregate)
-    warmup_updates: int = 0  # linear learning-rate warm-up over this many optimizer updates
-    lag_mode: str = "fixed"  # spec §1.1, with one actor group
-    max_delay: int = 8  # K_max: the ring buffer holds K_max + 1 parameter snapshots
-
-    def __post_init__(self):
-        """A misspelt choice fails here, naming the field, instead of silently selecting
-        another branch of the loss."""
-        for name, allowed in RL_CHOICES.items():
-            if getattr(self, name) not in allowed:
-                raise ConfigError(f"RLConfig.{name} must be one of {list(allowed)}, got "
-                                  f"{getattr(self, name)!r}.")
-        positive = ("num_prompts", "group_size", "epochs", "minibatches")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ConfigError(f"RLConfig.{name} must be >= 1, got {getattr(self, name)}.")
-        if not self.rho_bar > 0:
-            raise ConfigError(f"RLConfig.rho_bar must be > 0, got {self.rho_bar}.")
-        if self.num_prompts % self.minibatches:
-            raise ConfigError(f"RLConfig.minibatches ({self.minibatches}) must divide "
-                              f"num_prompts ({self.num_prompts}): minibatches are whole groups.")
-
-
-RL_CHOICES = {"algo": ("grpo", "vaco"), "grpo_anchor": ("behaviour", "learner"),
-              "vaco_filter": ("batch", "sample", "none"),
-              "vaco_anchor": ("learner", "behaviour"), "vaco_weight": ("none", "truncated"),
-              "adv_scale": ("std", "none"),
-              "loss_agg": ("token", "sequence", "constant"),
-              "lag_mode": ("fixed", "uniform", "spread")}
-
-
-LAG_VARIANTS = {
-    "grpo β": {"algo": "grpo", "grpo_anchor": "behaviour"},
-    "grpo π_T": {"algo": "grpo", "grpo_anchor": "learner"},
-    "vaco β": {"algo": "vaco", "vaco_anchor": "behaviour"},
-    "vaco π_T": {"algo": "vaco", "vaco_anchor": "learner", "vaco_weight": "truncated"},
-    "none (IS gradient)": {"algo": "vaco", "vaco_anchor": "behaviour", "vaco_filter": "none"},
-}
-"""The objectives of issue 15's lag comparison, as RLConfig changes: GRPO's clip on β or
-on π_T (decoupled, weighted once by min(ρ̄, π_T/β)), token-level VACO's filter on each
-anchor (π_T with the same weight), and the critic-free equivalent of the fair study's
-constraint-off ablation: VACO's objective with no filter on β, −mean_v(π_θ/β·Â), the plain
-importance-weighted policy gradient (with "vaco β": the constraint on / off)."""
-
-
 class Rollout(NamedTuple):
     completions: Completions
     rewards: jax.Array  # [B]
@@ -170,7 +80,7 @@ class Rollout(NamedTuple):
     logp_ref: jax.Array  # log π_ref [B, T−1] (zeros when kl_coef = 0)
 
 
-class RLState(struct.PyTreeNode):
+class LLMState(struct.PyTreeNode):
     params: Any
     opt_state: Any
     history: Any  # lag ring buffer of θ snapshots
@@ -178,16 +88,7 @@ class RLState(struct.PyTreeNode):
     key: jax.Array
 
 
-class RL(NamedTuple):
-    """The pure functions of one configuration; vmap them over runs."""
-
-    init: Callable[[Any, jax.Array], RLState]
-    iteration: Callable  # (params, opt_state, behaviour params, key, pool, ref) -> ...
-    train_step: Callable  # (state, K, pool, ref) -> (state, metrics)
-    chunk: Callable  # (state, K, pool, ref, test, num_steps) -> (state, metrics, accuracy)
-
-
-def group_minibatches(rollout: Rollout, key: jax.Array, config: RLConfig) -> Rollout:
+def group_minibatches(rollout: Rollout, key: jax.Array, config: LLMConfig) -> Rollout:
     """[E·M, B/M, ...]: for each of the E epochs a fresh permutation of whole groups (a
     prompt's G completions stay together), split into M minibatches
     (`primitives.shuffled_minibatches`, as the RL trainer's)."""
@@ -201,7 +102,7 @@ def group_minibatches(rollout: Rollout, key: jax.Array, config: RLConfig) -> Rol
     return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), per_epoch)
 
 
-def generate(model: Transformer, config: RLConfig, behaviour_params: Any, key: jax.Array,
+def generate(model: Transformer, config: LLMConfig, behaviour_params: Any, key: jax.Array,
              pool: Problems, ref_params: Any, params: Any) -> Rollout:
     """G completions of each of P random prompts, sampled with β = `behaviour_params`; their
     rewards, group advantages, and the log-probs of π_T (`params`) and of the reference."""
@@ -221,31 +122,31 @@ def generate(model: Transformer, config: RLConfig, behaviour_params: Any, key: j
     return Rollout(out, rewards, advantages, logp_of(params, out.tokens), logp_ref)
 
 
-def rl_anchor(mb: Rollout, config: RLConfig) -> tuple[jax.Array, jax.Array | None]:
+def policy_anchor(mb: Rollout, config: LLMConfig) -> tuple[jax.Array, jax.Array | None]:
     """(log of the ratio's denominator, per-token importance weights or None) of
     config.algo: β without weights, or π_T with w = min(ρ̄, π_T/β) where the config asks
-    for it (`grpo_anchor = "learner"`; VACO's `vaco_anchor = "learner"` with
-    `vaco_weight = "truncated"`), by the RL trainer's rule (`losses.token_anchor`)."""
-    anchor = config.grpo_anchor if config.algo == "grpo" else config.vaco_anchor
-    corrected = config.algo == "grpo" or config.vaco_weight == "truncated"
+    for it (`grpo.anchor = "learner"`; VACO's `vaco.anchor = "learner"` with
+    `vaco.weight = "truncated"`), by the RL trainer's rule (`losses.token_anchor`)."""
+    anchor = config.grpo.anchor if config.algo == "grpo" else config.vaco.anchor
+    corrected = config.algo == "grpo" or config.vaco.weight == "truncated"
     return losses.token_anchor(anchor, corrected, mb.completions.logp, mb.logp_learner,
                                config.rho_bar)
 
 
-def rl_loss(params: Any, mb: Rollout, model: Transformer,
-            config: RLConfig) -> tuple[jax.Array, jax.Array]:
+def policy_loss(params: Any, mb: Rollout, model: Transformer,
+                config: LLMConfig) -> tuple[jax.Array, jax.Array]:
     """GRPO's clipped surrogate or VACO's filtered one (config.algo) on the anchor of
-    `rl_anchor`, plus c_kl·k3 KL to the reference when kl_coef > 0. Returns (loss, clip or
+    `policy_anchor`, plus c_kl·k3 KL to the reference when kl_coef > 0. Returns (loss, clip or
     filter fraction)."""
     c = mb.completions
     logp = token_logp(model, params, c.tokens, config.temperature)
-    anchor, weights = rl_anchor(mb, config)
+    anchor, weights = policy_anchor(mb, config)
     if config.algo == "grpo":
         loss, fraction = losses.grpo_policy_loss(logp, anchor, mb.advantages, c.generated,
-                                                 config.clip_eps, config.loss_agg, weights)
+                                                 config.grpo.clip_eps, config.loss_agg, weights)
     else:
         loss, fraction = losses.vaco_policy_loss(logp, anchor, mb.advantages, c.generated,
-                                                 config.delta, config.vaco_filter,
+                                                 config.vaco.delta, config.vaco.filter,
                                                  config.loss_agg, weights)
     if config.kl_coef > 0:
         loss = loss + config.kl_coef * losses.k3_kl(logp, mb.logp_ref, c.generated)
@@ -253,7 +154,7 @@ def rl_loss(params: Any, mb: Rollout, model: Transformer,
 
 
 def iteration_metrics(rollout: Rollout, logp_final: jax.Array, fraction: jax.Array,
-                      config: RLConfig) -> dict[str, jax.Array]:
+                      config: LLMConfig) -> dict[str, jax.Array]:
     """Reward, length, the three token TVs (β→π_T, π_T→π_{T+1}, β→π_{T+1}), the
     clip/filter fraction, the share of groups with a signal and an entropy estimate."""
     c = rollout.completions
@@ -271,50 +172,161 @@ def iteration_metrics(rollout: Rollout, logp_final: jax.Array, fraction: jax.Arr
     }
 
 
-def make_rl(model: Transformer, config: RLConfig) -> RL:
-    """GRPO or GRPO+VACO (config.algo) for `model` under spec §1.1's lag model."""
+
+
+def optimizer(config: LLMConfig) -> optax.GradientTransformation:
+    """Adam after global-norm clipping, with a linear warm-up over warmup_updates."""
     learning_rate = (optax.linear_schedule(0.0, config.learning_rate, config.warmup_updates)
                      if config.warmup_updates > 0 else config.learning_rate)
-    optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
-                            optax.adam(learning_rate))
-    lag_model = lag.ring_buffer(config.max_delay, config.lag_mode, num_groups=1)
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
+                       optax.adam(learning_rate))
 
-    def logp_of(params, tokens):
-        return token_logp(model, params, tokens, config.temperature)
 
-    def update(carry, mb: Rollout):
-        params, opt_state = carry
-        (_, fraction), grads = jax.value_and_grad(rl_loss, has_aux=True)(params, mb, model,
-                                                                          config)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), fraction
+def lag_model(config: LLMConfig) -> lag.LagModel:
+    """The core's lag ring buffer with one actor group."""
+    return lag.ring_buffer(config.lag.max_delay, config.lag.mode, num_groups=1)
 
-    def iteration(params, opt_state, behaviour_params, key, pool: Problems, ref_params):
-        """One generation step with the given generating parameters, then E×M updates."""
-        k_gen, k_perm = jax.random.split(key)
-        rollout = generate(model, config, behaviour_params, k_gen, pool, ref_params, params)
-        (new_params, opt_state), fraction = jax.lax.scan(
-            update, (params, opt_state), group_minibatches(rollout, k_perm, config))
-        logp_final = logp_of(new_params, rollout.completions.tokens)
-        return new_params, opt_state, iteration_metrics(rollout, logp_final, fraction, config)
 
-    def init(params, key) -> RLState:
-        return RLState(params, optimizer.init(params), lag_model.init(params), jnp.int32(0), key)
+def init_state(config: LLMConfig, params: Any, key: jax.Array) -> LLMState:
+    """Generation step 0 of one run from `params` (the warm start)."""
+    return LLMState(params, optimizer(config).init(params), lag_model(config).init(params),
+                    jnp.int32(0), key)
 
-    def train_step(state: RLState, lag_delay, pool: Problems, ref_params):
-        key, k_delay, k_iter = jax.random.split(state.key, 3)
-        stacked, delays, history = lag_model.behaviour(state.history, state.params, state.step,
-                                                       k_delay, lag_delay)
-        behaviour = jax.tree.map(lambda h: h[0], stacked)
-        params, opt_state, metrics = iteration(state.params, state.opt_state, behaviour, k_iter,
-                                               pool, ref_params)
-        metrics["lag/iterations"] = delays.mean().astype(jnp.float32)
-        return RLState(params, opt_state, history, state.step + 1, key), metrics
 
-    def chunk(state, lag_delay, pool, ref_params, test: Problems, num_steps: int):
-        """`num_steps` training steps, then the held-out accuracy of the final θ."""
-        state, metrics = jax.lax.scan(
-            lambda s, _: train_step(s, lag_delay, pool, ref_params), state, None, num_steps)
-        return state, metrics, accuracy(model, state.params, test)
+def update(model: Transformer, config: LLMConfig, carry: tuple, mb: Rollout):
+    """One optimizer step on minibatch `mb`: (params, opt_state), (loss, clip/filter
+    fraction, gradient norm)."""
+    params, opt_state = carry
+    (loss, fraction), grads = jax.value_and_grad(policy_loss, has_aux=True)(params, mb, model,
+                                                                           config)
+    updates, opt_state = optimizer(config).update(grads, opt_state, params)
+    return (optax.apply_updates(params, updates), opt_state), (loss, fraction,
+                                                               optax.tree.norm(grads))
 
-    return RL(init, iteration, train_step, chunk)
+
+def iteration(model: Transformer, config: LLMConfig, params: Any, opt_state: Any,
+              behaviour_params: Any, key: jax.Array, pool: Problems, ref_params: Any):
+    """One generation step with the given generating parameters, then E×M updates:
+    (params, opt_state, metrics)."""
+    k_gen, k_perm = jax.random.split(key)
+    rollout = generate(model, config, behaviour_params, k_gen, pool, ref_params, params)
+    (new_params, opt_state), (loss, fraction, grad_norm) = jax.lax.scan(
+        lambda carry, mb: update(model, config, carry, mb), (params, opt_state),
+        group_minibatches(rollout, k_perm, config))
+    logp_final = token_logp(model, new_params, rollout.completions.tokens, config.temperature)
+    metrics = iteration_metrics(rollout, logp_final, fraction, config)
+    metrics.update({"loss/total": loss.mean(), "grad_norm": grad_norm.mean()})
+    return new_params, opt_state, metrics
+
+
+def train_step(model: Transformer, config: LLMConfig, state: LLMState, lag_delay: jax.Array,
+               pool: Problems, ref_params: Any) -> tuple[LLMState, dict[str, jax.Array]]:
+    """Generation step T: push θ_T into the ring buffer, generate with θ_{T−k}, update."""
+    key, k_delay, k_iter = jax.random.split(state.key, 3)
+    stacked, delays, history = lag_model(config).behaviour(state.history, state.params,
+                                                           state.step, k_delay, lag_delay)
+    behaviour = jax.tree.map(lambda h: h[0], stacked)
+    params, opt_state, metrics = iteration(model, config, state.params, state.opt_state,
+                                           behaviour, k_iter, pool, ref_params)
+    metrics["lag/iterations"] = delays.mean().astype(jnp.float32)
+    return LLMState(params, opt_state, history, state.step + 1, key), metrics
+
+
+def chunk(model: Transformer, config: LLMConfig, state: LLMState, lag_delay: jax.Array,
+          pool: Problems, ref_params: Any, num_steps: int
+          ) -> tuple[LLMState, dict[str, jax.Array]]:
+    """`num_steps` generation steps of one run: the new state and each metric per step
+    [num_steps]."""
+    return jax.lax.scan(lambda s, _: train_step(model, config, s, lag_delay, pool, ref_params),
+                        state, None, num_steps)
+
+
+def run_keys(config: LLMConfig) -> jax.Array:
+    """The key of every run, K-major over lag.delays × seeds: run (K, s) trains with
+    fold_in(key(seed + K), s) [ours: the keys of the recorded lag comparison]. [R]"""
+    return jnp.stack([jax.random.fold_in(jax.random.key(config.seed + k), s)
+                      for k in config.lag.delays for s in range(config.num_seeds)])
+
+
+@dataclasses.dataclass
+class LLMTrainer:
+    """The LLM trainer as the host loop drives it (`jaxvaco.session.LoopTrainer`): the R
+    runs of a config (K-major over lag.delays × seeds), from the warm start `ref_params`
+    (also the KL reference) on the prompts of `pool`, evaluated on `test`. Each K's seeds
+    are one call of one program vmapped over the seeds [ours: as the recorded comparison
+    ran them; a batch of all R runs would round differently on a CPU]."""
+
+    model: Transformer
+    config: LLMConfig
+    ref_params: Any
+    pool: Problems
+    test: Problems
+
+    def __post_init__(self):
+        c = self.config
+        self.delays = jnp.repeat(jnp.asarray(c.lag.delays, jnp.int32), c.num_seeds)
+        self.keys = run_keys(c)
+        self._chunk = jax.jit(lambda state, delays, n: jax.vmap(
+            lambda s, k: chunk(self.model, c, s, k, self.pool, self.ref_params, n))(
+            state, delays), static_argnums=2)
+        self._evaluate = jax.jit(lambda params, keys: evaluation.evaluate_runs(
+            self.model, params, self.test, keys, c.temperature, c.eval.samples))
+        self._finite = jax.jit(jax.vmap(all_finite))
+
+    def prepare(self) -> None:
+        """Nothing ahead: the chunk compiles on its first call."""
+
+    def init(self) -> LLMState:
+        return jax.vmap(lambda k: init_state(self.config, self.ref_params, k))(self.keys)
+
+    def abstract_state(self) -> Any:
+        return jax.eval_shape(self.init)
+
+    def by_delay(self, tree: Any) -> list[Any]:
+        """A tree of [R] leaves as one tree of [seeds] leaves per K."""
+        s = self.config.num_seeds
+        return [jax.tree.map(lambda x, g=g: x[g * s:(g + 1) * s], tree)
+                for g in range(len(self.config.lag.delays))]
+
+    def chunk(self, state: LLMState, n: int) -> tuple[LLMState, dict[str, np.ndarray]]:
+        """n generation steps of every run; each metric summed over them, {name: [R]}."""
+        out = [self._chunk(s, d, n) for s, d in zip(self.by_delay(state),
+                                                    self.by_delay(self.delays), strict=True)]
+        state = jax.tree.map(lambda *xs: jnp.concatenate(xs), *[o[0] for o in out])
+        return state, {k: np.concatenate([np.asarray(o[1][k], np.float64) for o in out]).sum(1)
+                       for k in out[0][1]}
+
+    def finite(self, state: LLMState) -> np.ndarray:
+        return np.asarray(self._finite(state.params))
+
+    def evaluate(self, state: LLMState, iteration: int) -> dict[str, np.ndarray]:
+        """Greedy and sampled held-out accuracy of every run after `iteration` steps (the
+        sampled evaluation's keys: `evaluation.evaluation_keys`)."""
+        c = self.config
+        keys = evaluation.evaluation_keys(c.seed, iteration // c.eval.every - 1, c.num_runs)
+        out = [self._evaluate(p, k) for p, k in zip(self.by_delay(state.params),
+                                                     self.by_delay(keys), strict=True)]
+        return {k: np.concatenate([np.asarray(o[k]) for o in out]) for k in out[0]}
+
+    def rows(self, sums: dict[str, np.ndarray], n: int, info: dict) -> list[dict]:
+        """One row per run: its labels and each metric's mean over the chunk's n steps."""
+        return [dict(info, run=r, **labels, **{k: float(v[r]) / n for k, v in sums.items()})
+                for r, labels in enumerate(run_labels(self.config))]
+
+
+def run_labels(config: LLMConfig) -> list[dict]:
+    """{"seed": s, "lag_delay": K} of every run, in run order."""
+    return [{"seed": s, "lag_delay": k} for k in config.lag.delays
+            for s in range(config.num_seeds)]
+
+
+def make_llm_train(config: LLMConfig, ref_params: Any, pool: Problems, test: Problems
+                   ) -> LLMTrainer:
+    """The LoopTrainer of `config`'s runs, started from the warm-start `ref_params`."""
+    return LLMTrainer(Transformer(model_config(config)), config, ref_params, pool, test)
+
+
+def model_config(config: LLMConfig) -> ModelConfig:
+    m = config.model
+    return ModelConfig(len(VOCAB), SEQ_LEN, d_model=m.d_model, num_layers=m.num_layers,
+                       num_heads=m.num_heads)
