@@ -199,8 +199,9 @@ def test_k0_is_synchronous(algo):
         assert_finite(sums)
         assert sums["tv/backward"] == 0.0
         assert sums["lag/iterations"] == 0.0
-        # β = π_T exactly, so the total TV is the forward TV
-        assert sums["tv/total"] == sums["tv/forward"]
+        # β = π_T exactly, so the total TV is the forward TV (the two are reduced by
+        # different fusions, so they may differ in the last bit)
+        assert sums["tv/total"] == pytest.approx(sums["tv/forward"], rel=1e-5, abs=1e-9)
         u = ref.config.updates_per_iteration
         assert sums["lag/sgd_steps"] == pytest.approx((u - 1) / 2)
 
