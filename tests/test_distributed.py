@@ -208,7 +208,10 @@ def test_local_shuffle_is_a_different_update(found):
 
 
 def test_sync_every_iteration_has_no_lag(found):
-    assert found["sync1"] == {"lag/iterations": 0.0, "tv/backward": 0.0}
+    """No lag: β = π_T, so the backward TV is 0 up to float rounding (the two log-probs
+    come out of different fusions; today's jaxlib leaves ~1e-9)."""
+    assert found["sync1"]["lag/iterations"] == 0.0
+    assert found["sync1"]["tv/backward"] == pytest.approx(0.0, abs=1e-6)
 
 
 @pytest.mark.parametrize("interval, stagger", SYNC_MODEL_CASES)
