@@ -57,7 +57,9 @@ def interrupt_at_once() -> None:
     steps likewise), so leaving at any instant loses at most the file being written."""
 
     def handle(signum: int, frame: object) -> None:
-        print(INTERRUPTED.format(name=signal.Signals(signum).name), file=sys.stderr)
+        # the process's own stderr: a signal can arrive while parsing options, when
+        # sys.stderr is redirected into a buffer (tyro's errors become one line)
+        print(INTERRUPTED.format(name=signal.Signals(signum).name), file=sys.__stderr__)
         exit_process(128 + signum)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -121,7 +123,7 @@ def exit_process(code: int) -> None:
     import logging
 
     logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             stream.flush()
         except (OSError, ValueError):

@@ -517,6 +517,21 @@ def test_a_signal_during_start_up_ends_with_one_line_and_the_name_stays_free(tmp
     assert finished.status == 0, finished  # the folder left by start-up does not block it
 
 
+def test_a_signal_while_options_are_parsed_still_prints_its_line():
+    """Options are parsed with stderr redirected into a buffer (tyro's error box becomes one
+    line); a signal arriving then printed its line into that buffer and the process ended
+    with status 130 and nothing on stderr (seen on CI, where imports take seconds)."""
+    script = ("import contextlib, io, os, signal\n"
+              "from jaxvaco import process\n"
+              "process.interrupt_at_once()\n"
+              "with contextlib.redirect_stderr(io.StringIO()):\n"
+              "    os.kill(os.getpid(), signal.SIGINT)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert_one_line(Outcome(proc.returncode, proc.stdout, proc.stderr), 130,
+                    "stopped by SIGINT")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_while_training_saves_a_checkpoint_and_the_run_continues(tmp_path, sig):
     run_dir = tmp_path / "r"
