@@ -13,8 +13,11 @@ and the table: per arm, the mean over seeds and the 95% stratified-bootstrap CI
 (`jaxvaco.analysis.stats.seed_mean_ci`) of the final greedy return and of the run's mean
 tv/total, mean lag; "agree" says whether replay's and uniform's CIs overlap async's.
 
-    python experiments/async_validation.py                     # 8 seeds, 2 algos, 2 envs
-    python experiments/async_validation.py --seeds 2 --envs CartPole-v1 --total-timesteps 20000
+    python -m experiments.async_validation                     # 8 seeds, 2 algos, 2 envs
+    python -m experiments.async_validation --seeds 2 --envs CartPole-v1 --out /tmp/v
+
+Each run is appended to OUT/runs.csv as it ends (rerun the command to resume); the table
+is printed after each cell and checked by the claim `async-validation`.
 
 Cost: one async and one replay run per seed, one uniform program per cell; on a shared
 2-core CPU an 8-envs × 64-steps CartPole run of 20k steps takes about a minute with
@@ -28,19 +31,22 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 import argparse  # noqa: E402
-import tempfile  # noqa: E402
+import csv  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from experiments.markdown import table as markdown_table  # noqa: E402
 from jaxvaco.analysis.stats import seed_mean_ci  # noqa: E402
 from jaxvaco.config import AsyncConfig, EvalConfig, LagConfig, TrainConfig  # noqa: E402
 from jaxvaco.runner import RunControl, RunResult, run  # noqa: E402
 
 
-def base(args: argparse.Namespace, env: str, algo: str, name: str, **changes) -> TrainConfig:
+def base(args: argparse.Namespace, env: str, algo: str, name: str, runs_dir: str,
+         **changes) -> TrainConfig:
     return TrainConfig(env=env, algo=algo, total_timesteps=args.total_timesteps,
                        num_envs=args.num_envs, num_steps=args.num_steps, progress=False,
-                       results_dir=args.results_dir, run_name=name,
+                       results_dir=runs_dir, run_name=name,
                        eval=EvalConfig(every_chunks=0, num_episodes=16), **changes)
 
 
@@ -58,38 +64,99 @@ def train(config: TrainConfig) -> dict[str, np.ndarray]:
     return figures(run(config, control=RunControl(checkpoint_every=0)))
 
 
-def cell(args: argparse.Namespace, env: str, algo: str) -> dict[str, dict[str, np.ndarray]]:
-    """The three arms of one algorithm × environment, each {figure: [seeds]}."""
-    arms = {"async": [], "replay": []}
+FIELDS = ["env", "algo", "arm", "seed", "k", "greedy", "tv", "lag"]
+"""One row per run of runs.csv: the arm's uniform K (0 for async and replay), the final
+greedy return, the run's mean tv/total and mean lag in learner updates."""
+
+
+def done_rows(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def append_rows(path: Path, rows: list[dict]) -> None:
+    """Append runs to runs.csv (its header first when new): a stopped sweep resumes."""
+    new = not path.exists()
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def run_rows(env: str, algo: str, arm: str, seeds: list[int], k: int, figures: dict) -> list:
+    return [{"env": env, "algo": algo, "arm": arm, "seed": s, "k": k,
+             "greedy": round(float(figures["greedy"][i]), 2),
+             "tv": round(float(figures["tv"][i]), 6), "lag": round(float(figures["lag"][i]), 4)}
+            for i, s in enumerate(seeds)]
+
+
+def cell(args: argparse.Namespace, env: str, algo: str, out: Path) -> None:
+    """The three arms of one algorithm × environment, appended to runs.csv run by run:
+    each seed's async run then its replay, then the uniform program (all seeds) once
+    every async run is in."""
+    path = out / "runs.csv"
+    have = {(r["arm"], int(r["seed"])) for r in done_rows(path)
+            if (r["env"], r["algo"]) == (env, algo)}
+    runs_dir = str(out / "runs")
     for seed in range(args.seeds):
         name = f"{env}_{algo}_{seed}"
-        arms["async"].append(train(base(args, env, algo, f"{name}_async", seed=seed,
-                                        asynchronous=AsyncConfig(enabled=True))))
-        replay = LagConfig(mode="replay", replay=os.path.join(args.results_dir, f"{name}_async"))
-        arms["replay"].append(train(base(args, env, algo, f"{name}_replay", seed=seed,
-                                         lag=replay)))
-    stacked = {arm: {k: np.concatenate([run[k] for run in runs]) for k in runs[0]}
-               for arm, runs in arms.items()}
-    k = max(1, round(2 * float(stacked["async"]["lag"].mean())))
-    stacked["uniform"] = train(base(args, env, algo, f"{env}_{algo}_uniform", seed=0,
-                                    num_seeds=args.seeds,
-                                    lag=LagConfig(max_delay=k, mode="uniform")))
-    return stacked
+        if ("async", seed) not in have or ("replay", seed) not in have:
+            figs = train(base(args, env, algo, f"{name}_async", runs_dir, seed=seed,
+                              asynchronous=AsyncConfig(enabled=True)))
+            append_rows(path, run_rows(env, algo, "async", [seed], 0, figs))
+            replay = LagConfig(mode="replay", replay=os.path.join(runs_dir, f"{name}_async"))
+            figs = train(base(args, env, algo, f"{name}_replay", runs_dir, seed=seed,
+                              lag=replay))
+            append_rows(path, run_rows(env, algo, "replay", [seed], 0, figs))
+    if not any(arm == "uniform" for arm, _ in have):
+        lags = [float(r["lag"]) for r in done_rows(path)
+                if (r["env"], r["algo"], r["arm"]) == (env, algo, "async")]
+        k = max(1, round(2 * float(np.mean(lags))))
+        figs = train(base(args, env, algo, f"{env}_{algo}_uniform", runs_dir, seed=0,
+                          num_seeds=args.seeds, lag=LagConfig(max_delay=k, mode="uniform")))
+        append_rows(path, run_rows(env, algo, "uniform", list(range(args.seeds)), k, figs))
 
 
 def overlaps(a: tuple, b: tuple) -> bool:
     return a[1] <= b[2] and b[1] <= a[2]
 
 
-def report(env: str, algo: str, arms: dict) -> None:
-    ref = {k: seed_mean_ci(arms["async"][k]) for k in ("greedy", "tv")}
-    for arm, values in arms.items():
-        cis = {k: seed_mean_ci(values[k]) for k in ("greedy", "tv")}
-        agree = "" if arm == "async" else (
-            "yes" if all(overlaps(cis[k], ref[k]) for k in cis) else "no")
-        (g, gl, gh), (t, tl, th) = cis["greedy"], cis["tv"]
-        print(f"{env:12} {algo:5} {arm:8} {g:7.1f} [{gl:6.1f},{gh:6.1f}] "
-              f"{t:.4f} [{tl:.4f},{th:.4f}] {values['lag'].mean():5.2f} {agree:>5}", flush=True)
+ALGO_NAMES = {"ppo": "PPO-clip(L)", "vaco": "VACO"}
+
+
+def table(rows: list[dict]) -> list[list[str]]:
+    """The validation table from runs.csv's rows: per env × algo × arm, the mean over seeds
+    and 95% stratified-bootstrap CI (`seed_mean_ci`) of the final greedy return and of the
+    mean tv/total, the mean lag, and whether replay's and uniform's CIs overlap async's
+    on both."""
+    out = [["env", "algo", "arm", "seeds", "greedy [95% CI]", "tv/total [95% CI]", "mean lag",
+            "agree"]]
+    cells = dict.fromkeys((r["env"], r["algo"]) for r in rows)
+    for env, algo in cells:
+        arms = {}
+        for r in rows:
+            if (r["env"], r["algo"]) == (env, algo):
+                arms.setdefault(r["arm"], []).append(r)
+        ref = {k: seed_mean_ci([float(r[k]) for r in arms["async"]]) for k in ("greedy", "tv")}
+        for arm in ("async", "replay", "uniform"):
+            runs = arms.get(arm, [])
+            if not runs:
+                continue
+            cis = {k: seed_mean_ci([float(r[k]) for r in runs]) for k in ("greedy", "tv")}
+            agree = "" if arm == "async" else (
+                "yes" if all(overlaps(cis[k], ref[k]) for k in cis) else "no")
+            (g, gl, gh), (t, tl, th) = cis["greedy"], cis["tv"]
+            label = f"uniform (K = {runs[0]['k']})" if arm == "uniform" else arm
+            out.append([env, ALGO_NAMES.get(algo, algo), label, str(len(runs)),
+                        f"{g:.1f} [{gl:.1f}, {gh:.1f}]", f"{t:.4f} [{tl:.4f}, {th:.4f}]",
+                        f"{np.mean([float(r['lag']) for r in runs]):.2f}", agree])
+    return out
+
+
+OUT = Path(__file__).resolve().parent / "results" / "async_validation"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -100,13 +167,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--total-timesteps", type=int, default=20_000)
     parser.add_argument("--num-envs", type=int, default=8)
     parser.add_argument("--num-steps", type=int, default=64)
-    parser.add_argument("--results-dir", default=tempfile.mkdtemp(prefix="async_validation_"))
+    parser.add_argument("--out", type=Path, default=OUT,
+                        help="runs.csv (appended run by run: rerunning resumes) and runs/")
     args = parser.parse_args(argv)
-    print(f"{'env':12} {'algo':5} {'arm':8} {'greedy [95% CI]':>22} {'tv/total [95% CI]':>24} "
-          f"{'lag':>5} {'agree':>5}")
+    args.out.mkdir(parents=True, exist_ok=True)
     for env in args.envs:
         for algo in args.algos:
-            report(env, algo, cell(args, env, algo))
+            cell(args, env, algo, args.out)
+            print(markdown_table(table(done_rows(args.out / "runs.csv"))), flush=True)
 
 
 if __name__ == "__main__":
