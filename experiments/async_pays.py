@@ -11,12 +11,15 @@ the same configuration, side by side in this process, and their ratios:
                 --chunk-iterations sets the granularity, 2 by default)
   final return  the last evaluation's greedy return
 
+written to --json (experiments/results/async_pays/async_pays.json by default), which the
+claim `async-pays` renders into the docs.
+
 The 2 devices are simulated on the CPU (XLA_FLAGS, set below before JAX starts), so
 actor and learner share the same cores: this measures what overlapping collection with
 learning gives on this machine, not on two accelerators.
 
-    python experiments/async_pays.py                       # ppo and vaco, CartPole-v1
-    python experiments/async_pays.py --algos ppo --total-timesteps 100000 --threshold 450
+    python -m experiments.async_pays                       # ppo and vaco, CartPole-v1
+    python -m experiments.async_pays --algos ppo --total-timesteps 100000 --threshold 450
 """
 
 from __future__ import annotations
@@ -26,8 +29,15 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 import argparse  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
+from experiments.async_tables import pays_table  # noqa: E402
+from experiments.markdown import table as markdown_table  # noqa: E402
+from experiments.startup import git_commit  # noqa: E402
 from jaxvaco.config import AsyncConfig, EvalConfig, TrainConfig  # noqa: E402
 from jaxvaco.runner import RunControl, run  # noqa: E402
 
@@ -56,8 +66,7 @@ def measure(cfg: TrainConfig, threshold: float) -> dict:
             "mean_lag": sum(lags) / len(lags)}
 
 
-def ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}" if a is not None and b else "n/a"
+OUT = Path(__file__).resolve().parent / "results" / "async_pays" / "async_pays.json"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -71,22 +80,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chunk-iterations", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--results-dir", default=tempfile.mkdtemp(prefix="async_pays_"))
+    parser.add_argument("--json", type=Path, default=OUT,
+                        help="the measurements, with the date, commit and load average")
     args = parser.parse_args(argv)
-    print(f"{'algo':6} {'sps sync':>9} {'sps async':>9} {'ratio':>6} {'t→R sync':>9} "
-          f"{'t→R async':>9} {'speed-up':>8} {'train t→R s/a':>15} {'speed-up':>8} "
-          f"{'greedy s/a':>12} {'lag':>5}")
-    for algo in args.algos:
-        sync, asyn = (measure(config(algo, args, a), args.threshold) for a in (False, True))
-        fmt = lambda t: f"{t:9.1f}" if t is not None else f"{'never':>9}"  # noqa: E731
-        print(f"{algo:6} {sync['sps']:9.0f} {asyn['sps']:9.0f} "
-              f"{ratio(asyn['sps'], sync['sps']):>6} {fmt(sync['time_to_threshold'])} "
-              f"{fmt(asyn['time_to_threshold'])} "
-              f"{ratio(sync['time_to_threshold'], asyn['time_to_threshold']):>8} "
-              f"{fmt(sync['train_time_to_threshold'])[2:]}/"
-              f"{fmt(asyn['train_time_to_threshold'])[2:]} "
-              f"{ratio(sync['train_time_to_threshold'], asyn['train_time_to_threshold']):>8} "
-              f"{sync['greedy']:5.0f}/{asyn['greedy']:<6.0f} {asyn['mean_lag']:5.2f}",
-              flush=True)
+    load_start = os.getloadavg()[0]
+    results = {algo: {("async" if a else "sync"): measure(config(algo, args, a), args.threshold)
+                      for a in (False, True)} for algo in args.algos}
+    print(markdown_table(pays_table(results)), flush=True)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": git_commit(),
+        "load": [round(load_start, 2), round(os.getloadavg()[0], 2)], "cpus": os.cpu_count(),
+        "argv": sys.argv[1:] if argv is None else argv, "results": results}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -36,9 +36,10 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from experiments.async_tables import validation_table  # noqa: E402
 from experiments.markdown import table as markdown_table  # noqa: E402
-from jaxvaco.analysis.stats import seed_mean_ci  # noqa: E402
 from jaxvaco.config import AsyncConfig, EvalConfig, LagConfig, TrainConfig  # noqa: E402
+from jaxvaco.results import read_rows  # noqa: E402
 from jaxvaco.runner import RunControl, RunResult, run  # noqa: E402
 
 
@@ -69,13 +70,6 @@ FIELDS = ["env", "algo", "arm", "seed", "k", "greedy", "tv", "lag"]
 greedy return, the run's mean tv/total and mean lag in learner updates."""
 
 
-def done_rows(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with open(path) as f:
-        return list(csv.DictReader(f))
-
-
 def append_rows(path: Path, rows: list[dict]) -> None:
     """Append runs to runs.csv (its header first when new): a stopped sweep resumes."""
     new = not path.exists()
@@ -98,7 +92,7 @@ def cell(args: argparse.Namespace, env: str, algo: str, out: Path) -> None:
     each seed's async run then its replay, then the uniform program (all seeds) once
     every async run is in."""
     path = out / "runs.csv"
-    have = {(r["arm"], int(r["seed"])) for r in done_rows(path)
+    have = {(r["arm"], int(r["seed"])) for r in read_rows(path)
             if (r["env"], r["algo"]) == (env, algo)}
     runs_dir = str(out / "runs")
     for seed in range(args.seeds):
@@ -112,48 +106,12 @@ def cell(args: argparse.Namespace, env: str, algo: str, out: Path) -> None:
                               lag=replay))
             append_rows(path, run_rows(env, algo, "replay", [seed], 0, figs))
     if not any(arm == "uniform" for arm, _ in have):
-        lags = [float(r["lag"]) for r in done_rows(path)
+        lags = [float(r["lag"]) for r in read_rows(path)
                 if (r["env"], r["algo"], r["arm"]) == (env, algo, "async")]
         k = max(1, round(2 * float(np.mean(lags))))
         figs = train(base(args, env, algo, f"{env}_{algo}_uniform", runs_dir, seed=0,
                           num_seeds=args.seeds, lag=LagConfig(max_delay=k, mode="uniform")))
         append_rows(path, run_rows(env, algo, "uniform", list(range(args.seeds)), k, figs))
-
-
-def overlaps(a: tuple, b: tuple) -> bool:
-    return a[1] <= b[2] and b[1] <= a[2]
-
-
-ALGO_NAMES = {"ppo": "PPO-clip(L)", "vaco": "VACO"}
-
-
-def table(rows: list[dict]) -> list[list[str]]:
-    """The validation table from runs.csv's rows: per env × algo × arm, the mean over seeds
-    and 95% stratified-bootstrap CI (`seed_mean_ci`) of the final greedy return and of the
-    mean tv/total, the mean lag, and whether replay's and uniform's CIs overlap async's
-    on both."""
-    out = [["env", "algo", "arm", "seeds", "greedy [95% CI]", "tv/total [95% CI]", "mean lag",
-            "agree"]]
-    cells = dict.fromkeys((r["env"], r["algo"]) for r in rows)
-    for env, algo in cells:
-        arms = {}
-        for r in rows:
-            if (r["env"], r["algo"]) == (env, algo):
-                arms.setdefault(r["arm"], []).append(r)
-        ref = {k: seed_mean_ci([float(r[k]) for r in arms["async"]]) for k in ("greedy", "tv")}
-        for arm in ("async", "replay", "uniform"):
-            runs = arms.get(arm, [])
-            if not runs:
-                continue
-            cis = {k: seed_mean_ci([float(r[k]) for r in runs]) for k in ("greedy", "tv")}
-            agree = "" if arm == "async" else (
-                "yes" if all(overlaps(cis[k], ref[k]) for k in cis) else "no")
-            (g, gl, gh), (t, tl, th) = cis["greedy"], cis["tv"]
-            label = f"uniform (K = {runs[0]['k']})" if arm == "uniform" else arm
-            out.append([env, ALGO_NAMES.get(algo, algo), label, str(len(runs)),
-                        f"{g:.1f} [{gl:.1f}, {gh:.1f}]", f"{t:.4f} [{tl:.4f}, {th:.4f}]",
-                        f"{np.mean([float(r['lag']) for r in runs]):.2f}", agree])
-    return out
 
 
 OUT = Path(__file__).resolve().parent / "results" / "async_validation"
@@ -174,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     for env in args.envs:
         for algo in args.algos:
             cell(args, env, algo, args.out)
-            print(markdown_table(table(done_rows(args.out / "runs.csv"))), flush=True)
+            print(markdown_table(validation_table(read_rows(args.out / "runs.csv"))), flush=True)
 
 
 if __name__ == "__main__":

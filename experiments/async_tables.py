@@ -1,0 +1,74 @@
+"""The tables of the asynchronous experiments, apart from their scripts (which set XLA_FLAGS
+before JAX starts) so that the claims can build them from the committed data:
+`validation_table` from experiments/async_validation.py's runs.csv, `pays_table` from
+experiments/async_pays.py's JSON."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxvaco.analysis.stats import seed_mean_ci
+
+ALGO_NAMES = {"ppo": "PPO-clip(L)", "vaco": "VACO"}
+
+
+def overlaps(a: tuple, b: tuple) -> bool:
+    return a[1] <= b[2] and b[1] <= a[2]
+
+
+def validation_table(rows: list[dict]) -> list[list[str]]:
+    """The validation table from runs.csv's rows: per env × algo × arm, the mean over seeds
+    and 95% stratified-bootstrap CI (`seed_mean_ci`) of the final greedy return and of the
+    mean tv/total, the mean lag, and whether replay's and uniform's CIs overlap async's
+    on both."""
+    out = [["env", "algo", "arm", "seeds", "greedy [95% CI]", "tv/total [95% CI]", "mean lag",
+            "agree"]]
+    cells = dict.fromkeys((r["env"], r["algo"]) for r in rows)
+    for env, algo in cells:
+        arms = {}
+        for r in rows:
+            if (r["env"], r["algo"]) == (env, algo):
+                arms.setdefault(r["arm"], []).append(r)
+        ref = {k: seed_mean_ci([float(r[k]) for r in arms["async"]]) for k in ("greedy", "tv")}
+        for arm in ("async", "replay", "uniform"):
+            runs = arms.get(arm, [])
+            if not runs:
+                continue
+            cis = {k: seed_mean_ci([float(r[k]) for r in runs]) for k in ("greedy", "tv")}
+            agree = "" if arm == "async" else (
+                "yes" if all(overlaps(cis[k], ref[k]) for k in cis) else "no")
+            (g, gl, gh), (t, tl, th) = cis["greedy"], cis["tv"]
+            label = f"uniform (K = {runs[0]['k']})" if arm == "uniform" else arm
+            out.append([env, ALGO_NAMES.get(algo, algo), label, str(len(runs)),
+                        f"{g:.1f} [{gl:.1f}, {gh:.1f}]", f"{t:.4f} [{tl:.4f}, {th:.4f}]",
+                        f"{np.mean([float(r['lag']) for r in runs]):.2f}", agree])
+    return out
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}" if a is not None and b else "n/a"
+
+
+def seconds(t: float | None) -> str:
+    return "never" if t is None else f"{t:.1f}"
+
+
+def pays_table(results: dict[str, dict[str, dict]]) -> list[list[str]]:
+    """The comparison as table rows, from {algo: {"sync": measure, "async": measure}}:
+    env-steps/s and its ratio async / sync; wall seconds to the threshold from the start
+    and from the end of the first chunk, with their speed-ups sync / async (> 1: async
+    reached it sooner); final greedy returns; the asynchronous run's mean lag."""
+    rows = [["algo", "env-steps/s sync", "async", "async / sync", "t→R sync (s)", "async (s)",
+             "sync / async", "train t→R sync / async (s)", "sync / async",
+             "greedy sync / async", "mean lag"]]
+    for algo, pair in results.items():
+        sync, asyn = pair["sync"], pair["async"]
+        rows.append([ALGO_NAMES.get(algo, algo), f"{sync['sps']:.0f}", f"{asyn['sps']:.0f}",
+                     ratio(asyn["sps"], sync["sps"]), seconds(sync["time_to_threshold"]),
+                     seconds(asyn["time_to_threshold"]),
+                     ratio(sync["time_to_threshold"], asyn["time_to_threshold"]),
+                     f"{seconds(sync['train_time_to_threshold'])} / "
+                     f"{seconds(asyn['train_time_to_threshold'])}",
+                     ratio(sync["train_time_to_threshold"], asyn["train_time_to_threshold"]),
+                     f"{sync['greedy']:.0f} / {asyn['greedy']:.0f}", f"{asyn['mean_lag']:.2f}"])
+    return rows
