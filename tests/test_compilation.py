@@ -93,6 +93,15 @@ def test_second_identical_run_loads_from_the_cache(tmp_path):
     timings = json.loads((tmp_path / "results" / "second" / "timings.json").read_text())
     assert {"setup", "train", "evaluate"} <= set(timings["phases"])
 
+    # A run that differs only in hyperparameters (array arguments of the programs, not
+    # constants in them), as a sweep's cells do, compiles nothing: XLA's programs are the
+    # same and come from the cache (tracing and lowering run again).
+    other = ["--learning-rate", "0.0007", "--ent-coef", "0.02", "--clip-coef", "0.15"]
+    subprocess.run([sys.executable, "-m", "jaxvaco", *argv, *other, "--run-name", "third"],
+                   check=True, capture_output=True)
+    third = json.loads((tmp_path / "results" / "third" / "timings.json").read_text())
+    assert third["compile"]["cache_hits"] == third["compile"]["programs"] >= 3
+
 
 def test_disabled_cache_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("JAXVACO_CACHE_DIR", str(tmp_path / "env-cache"))
