@@ -1,6 +1,7 @@
 """The tables of the asynchronous experiments, apart from their scripts (which set XLA_FLAGS
 before JAX starts) so that the claims can build them from the committed data:
-`validation_table` from experiments/async_validation.py's runs.csv, `pays_table` from
+`validation_table` and `paired_tv_table` from experiments/async_validation.py's runs.csv,
+`pays_table` from
 experiments/async_pays.py's JSON."""
 
 from __future__ import annotations
@@ -51,6 +52,26 @@ def ratio(a: float | None, b: float | None) -> str:
 
 def seconds(t: float | None) -> str:
     return "never" if t is None else f"{t:.1f}"
+
+
+def paired_tv_table(rows: list[dict]) -> list[list[str]]:
+    """Replay against its own asynchronous run, paired by seed: the relative difference of
+    the run's mean tv/total, replay / async − 1, mean [95% stratified-bootstrap CI] per
+    env × algo and pooled over every pair, and how many pairs have replay above."""
+    out = [["env", "algo", "pairs", "replay / async − 1 of mean tv/total [95% CI]",
+            "replay above"]]
+    runs = {(r["env"], r["algo"], r["arm"], r["seed"]): float(r["tv"]) for r in rows}
+    pairs: dict[tuple[str, str], list[float]] = {}
+    for (env, algo, arm, seed), tv in runs.items():
+        if arm == "async" and (env, algo, "replay", seed) in runs:
+            pairs.setdefault((env, algo), []).append(runs[env, algo, "replay", seed] / tv - 1)
+    pooled = [x for values in pairs.values() for x in values]
+    for (env, algo), values in [*pairs.items(), (("all", "pooled"), pooled)]:
+        mean, lo, hi = seed_mean_ci(values)
+        out.append([env, ALGO_NAMES.get(algo, algo), str(len(values)),
+                    f"{mean:+.3f} [{lo:+.3f}, {hi:+.3f}]",
+                    f"{sum(x > 0 for x in values)} of {len(values)}"])
+    return out
 
 
 def pays_table(results: dict[str, dict[str, dict]]) -> list[list[str]]:

@@ -278,3 +278,38 @@ def test_blocks_are_rendered_and_checked_in_whichever_file_holds_them(record, tm
 def test_generated_blocks_live_in_the_readme_or_the_docs():
     names = {path.name for path in render.documents()}
     assert "README.md" in names and "fair-study.md" in names
+
+
+def test_async_validation_table_from_runs_csv():
+    """Means over seeds as numpy gives them; replay agrees when both its CIs overlap the
+    asynchronous runs', uniform (values far away) does not; uniform's K in its label."""
+    import numpy as np
+
+    from experiments.async_tables import validation_table
+
+    rng = np.random.default_rng(0)
+    greedy, tv = rng.normal(400, 10, 8), rng.normal(0.05, 0.002, 8)
+    rows = []
+    for arm, shift, k in (("async", 0.0, 0), ("replay", 0.0, 0), ("uniform", 1.0, 5)):
+        rows += [{"env": "E", "algo": "ppo", "arm": arm, "seed": str(s), "k": str(k),
+                  "greedy": str(greedy[s] + 300 * shift), "tv": str(tv[s] + shift),
+                  "lag": "2.5"} for s in range(8)]
+    header, async_, replay, uniform = validation_table(rows)
+    assert header[-1] == "agree" and async_[:4] == ["E", "PPO-clip(L)", "async", "8"]
+    assert async_[4].startswith(f"{greedy.mean():.1f} [") and async_[-1] == ""
+    assert replay[-1] == "yes" and uniform[-1] == "no"
+    assert uniform[2] == "uniform (K = 5)" and uniform[5].startswith(f"{tv.mean() + 1:.4f}")
+
+
+def test_async_pays_table_ratios():
+    """Ratios as their definitions: env-steps/s async / sync, time to threshold sync / async;
+    a run that never reached the threshold says so."""
+    from experiments.async_tables import pays_table
+
+    def run(sps, t, t_train, greedy=500.0, lag=2.0):
+        return {"sps": sps, "time_to_threshold": t, "train_time_to_threshold": t_train,
+                "greedy": greedy, "mean_lag": lag}
+
+    rows = pays_table({"ppo": {"sync": run(1000.0, 10.0, 4.0), "async": run(500.0, 5.0, None)}})
+    assert rows[1][:7] == ["PPO-clip(L)", "1000", "500", "0.50", "10.0", "5.0", "2.00"]
+    assert rows[1][7:9] == ["4.0 / never", "n/a"]

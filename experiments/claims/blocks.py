@@ -336,6 +336,19 @@ def llm_lag(record: dict, claim: str = "llm-lag", folder: Path = LLM_LAG) -> str
 
 
 
+def async_validation(record: dict) -> str:
+    value = record["async-validation"]["value"]
+    return (table(value["validation"]) + "\n\n**Replay against its own asynchronous run**, "
+            "paired by seed\n\n" + table(value["paired"]) + footer(
+        record, ("async-validation",), "experiments/results/async_validation/runs.csv"))
+
+
+def async_pays(record: dict) -> str:
+    value = record["async-pays"]["value"]
+    return (table(value["pays"]) + "\n\n" + table(value["measured"]) + footer(
+        record, ("async-pays",), "experiments/results/async_pays/async_pays.json"))
+
+
 BLOCKS: dict[str, Callable[[dict], str]] = {
     "learning": learning, "default-sweep": default_sweep, "throughput": throughput,
     "vaco-prototype": vaco_prototype, "vaco-grid": vaco_grid, "ablation": ablation,
@@ -344,5 +357,6 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "llm-lag-delta": functools.partial(llm_lag, claim="llm-lag-delta", folder=LLM_LAG_DELTA),
     "fair-study-robustness": fair_study_robustness, "robustness-headline": robustness_headline,
     "ablation-robustness": ablation_robustness, "ablation-matched-tv": ablation_matched_tv,
-    "entropy-swap": entropy_swap,
+    "entropy-swap": entropy_swap, "async-validation": async_validation,
+    "async-pays": async_pays,
 }

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments import ablation, default_sweep, entropy_swap, fair_study, sync_sweep, vaco_design
+from experiments import (
+    ablation,
+    async_tables,
+    default_sweep,
+    entropy_swap,
+    fair_study,
+    sync_sweep,
+    vaco_design,
+)
 from experiments.claims.record import RESULTS, Context
 from experiments.markdown import table_rows
 from jaxvaco.results import read_results, read_rows
@@ -190,3 +198,22 @@ def measure_default_sweep(ctx: Context) -> dict:
     return {"default_sweep": table_rows(default_sweep.summary_markdown(summary))}
 
 
+
+
+def measure_async_validation(ctx: Context, folder: Path | None = None) -> dict:
+    """Asynchronous runs against their replays and `uniform` (`async_tables.validation_table`)
+    and replay against its own run paired by seed (`paired_tv_table`), recomputed from the
+    committed runs.csv of experiments/async_validation.py."""
+    rows = read_rows((folder or RESULTS / "async_validation") / "runs.csv")
+    return {"validation": async_tables.validation_table(rows),
+            "paired": async_tables.paired_tv_table(rows)}
+
+
+def measure_async_pays(ctx: Context, folder: Path | None = None) -> dict:
+    """Asynchronous against synchronous (`async_tables.pays_table`), from the committed JSON
+    of experiments/async_pays.py with its date, commit and load average."""
+    record = json.loads(((folder or RESULTS / "async_pays") / "async_pays.json").read_text())
+    measured = [["date", "commit", "load average at start / end", "CPUs", "options"],
+                [record["date"], record["commit"], " / ".join(map(str, record["load"])),
+                 str(record["cpus"]), " ".join(record["argv"]) or "(defaults)"]]
+    return {"pays": async_tables.pays_table(record["results"]), "measured": measured}
