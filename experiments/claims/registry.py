@@ -136,12 +136,12 @@ CLAIMS = [
           "`uniform` mode of the same mean lag: final greedy return and mean tv/total, mean "
           "[95% CI] over seeds, per env × algorithm", "python -m experiments.async_validation",
           "data", "recomputed from the committed runs.csv: identical", True, 0.1,
-          data.measure_async_validation, same, show_table, "ASYNC_VALIDATION_COMMIT"),
+          data.measure_async_validation, same, show_table, "4692a8f"),
     Claim("async-pays", "asynchronous against synchronous on 2 simulated CPU devices: "
           "env-steps/s and time to a training return of 400, CartPole-v1, seed 0",
           "python -m experiments.async_pays", "data",
           "read from the committed async_pays.json: identical", True, 0.1,
-          data.measure_async_pays, same, show_table, "ASYNC_PAYS_COMMIT"),
+          data.measure_async_pays, same, show_table, "4692a8f"),
     Claim("sync-sweep", "delayed sync across 4 simulated devices (mean ± std over 3 seeds)",
           "python experiments/sync_sweep.py", "data",
           "recomputed from the committed sync_sweep.csv: identical", True, 0.1,
