@@ -11,7 +11,7 @@ the same configuration, side by side in this process, and their ratios:
                 --chunk-iterations sets the granularity, 2 by default)
   final return  the last evaluation's greedy return
 
-written to --json (experiments/results/async_pays/async_pays.json by default), which the
+Written to --json (experiments/results/async_pays/async_pays.json by default), which the
 claim `async-pays` renders into the docs.
 
 The 2 devices are simulated on the CPU (XLA_FLAGS, set below before JAX starts), so

@@ -33,6 +33,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 import argparse  # noqa: E402
 import csv  # noqa: E402
+import shutil  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -63,6 +64,8 @@ def figures(result: RunResult) -> dict[str, np.ndarray]:
 
 
 def train(config: TrainConfig) -> dict[str, np.ndarray]:
+    """One run from scratch: a folder left by a run that did not reach runs.csv is removed."""
+    shutil.rmtree(Path(config.results_dir) / config.run_name, ignore_errors=True)
     return figures(run(config, control=RunControl(checkpoint_every=0)))
 
 
@@ -98,10 +101,11 @@ def cell(args: argparse.Namespace, env: str, algo: str, out: Path) -> None:
     runs_dir = str(out / "runs")
     for seed in range(args.seeds):
         name = f"{env}_{algo}_{seed}"
-        if ("async", seed) not in have or ("replay", seed) not in have:
+        if ("async", seed) not in have:
             figs = train(base(args, env, algo, f"{name}_async", runs_dir, seed=seed,
                               asynchronous=AsyncConfig(enabled=True)))
             append_rows(path, run_rows(env, algo, "async", [seed], 0, figs))
+        if ("replay", seed) not in have:  # its async run's folder is under runs/
             replay = LagConfig(mode="replay", replay=os.path.join(runs_dir, f"{name}_async"))
             figs = train(base(args, env, algo, f"{name}_replay", runs_dir, seed=seed,
                               lag=replay))
