@@ -48,7 +48,9 @@ class AsyncConfig:
     actor_devices: int = 1
     """A: actor threads, actor i on device i mod D; each collects --num-envs envs."""
     learner_devices: int = 1
-    """Devices of the learner (on the last device); only 1 is supported."""
+    """L: the learner's devices (the last L): each trajectory's envs split over them, every
+    minibatch spread over all L and the gradients averaged (the synchronous path's global
+    shuffle)."""
     queue_size: int = 2
     """Trajectories the queue holds before actors wait."""
     max_lag: int = 0

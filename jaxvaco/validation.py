@@ -136,8 +136,12 @@ def _validate_async(config: TrainConfig) -> None:
     _require(options.actor_devices >= 1 and options.queue_size >= 1 and options.max_lag >= 0,
              "--asynchronous.actor-devices and --asynchronous.queue-size must be >= 1 and "
              "--asynchronous.max-lag >= 0.")
-    _require(options.learner_devices == 1,
-             "--asynchronous.learner-devices: only 1 learner device is supported; set it to 1.")
+    learners = options.learner_devices
+    _require(learners >= 1, f"--asynchronous.learner-devices must be >= 1, got {learners}.")
+    _require(config.num_envs % (learners * config.num_minibatches) == 0,
+             f"--num-envs {config.num_envs} must be divisible by --asynchronous.learner-devices "
+             f"× --num-minibatches ({learners} × {config.num_minibatches}): every minibatch "
+             "is split evenly over the learner devices.")
     _require(options.timeout_s > 0, "--asynchronous.timeout-s must be > 0.")
     _require(config.num_seeds == 1, "--asynchronous.enabled trains one run: use --num-seeds 1 "
              "(replay its schedule with --lag.mode replay to vmap over seeds).")

@@ -1,4 +1,4 @@
-"""`AsyncTrainer`: asynchronous actors and one learner, driven by the host loop.
+"""`AsyncTrainer`: asynchronous actors and a learner, driven by the host loop.
 
 It is a `jaxvaco.session.LoopTrainer` (one run, R = 1), so the host loop's metrics,
 evaluation, checkpoints, SIGINT handling and resume apply unchanged. Per learner
@@ -11,8 +11,8 @@ iteration T:
 
 while each actor thread loops: take the newest (θ_v, v) from the store, collect
 --num-envs × --num-steps with the jitted rollout stage on its own device, push. The
-learner runs in the calling thread, on the last device; its critic is recomputed as in
-the synchronous loop. Every popped trajectory is written to lag_schedule.csv
+learner runs in the calling thread, on the last L devices (`learner_program`); its critic
+is recomputed as in the synchronous loop. Every popped trajectory is written to lag_schedule.csv
 (`jaxvaco.asynchronous.schedule`). Not bit-reproducible (thread timing decides the lags).
 """
 
@@ -27,7 +27,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jaxvaco import distributed
 from jaxvaco.asynchronous import schedule
 from jaxvaco.asynchronous.channels import (
     AsyncWorkerError,
@@ -37,6 +39,8 @@ from jaxvaco.asynchronous.channels import (
     TrajectoryQueue,
     one_line,
 )
+from jaxvaco.envs import make_env
+from jaxvaco.errors import ConfigError
 from jaxvaco.rollout import collect
 from jaxvaco.runs_trainer import RunsTrainer
 from jaxvaco.train import learn
@@ -64,6 +68,37 @@ def learner_step(setup: Setup, state: TrainState, hp: Any, traj: Any, behaviour:
     return learn(setup, state.replace(key=key), hp, traj, behaviour, lag[None], k_update)
 
 
+class LearnerProgram(NamedTuple):
+    """The learner's step and where its inputs go: `state` (replicated) and `trajectory`
+    (its envs split over the learner devices)."""
+
+    step: Any
+    state: Any
+    trajectory: Any
+
+
+def learner_program(setup: Setup, devices: list[Any]) -> LearnerProgram:
+    """`learner_step` on the learner devices. On one device, jitted there. On L > 1, a
+    `shard_map` over a mesh of them: each holds N/L of the trajectory's envs, the batch is
+    gathered and shuffled alike on every device, each trains on its 1/L of every
+    minibatch and the gradients are averaged (`distributed`'s global shuffle), so the
+    update is the one-device update up to float rounding."""
+    if len(devices) == 1:
+        return LearnerProgram(jax.jit(functools.partial(learner_step, setup)), devices[0],
+                              devices[0])
+    config, axis = setup.config, distributed.AXIS
+    local = setup._replace(
+        env=make_env(config.env, config.num_envs // len(devices), config.brax_backend),
+        axis=axis, mb_axis=axis)
+    mesh = Mesh(np.asarray(devices), (axis,))
+    envs, replicated = PartitionSpec(None, axis), PartitionSpec()
+    step = jax.shard_map(functools.partial(learner_step, local), mesh=mesh,
+                         in_specs=(replicated, replicated, envs, replicated, replicated),
+                         out_specs=(replicated, replicated), check_vma=False)
+    return LearnerProgram(jax.jit(step), NamedSharding(mesh, replicated),
+                          NamedSharding(mesh, envs))
+
+
 @dataclasses.dataclass
 class AsyncTrainer(RunsTrainer):
     """The host loop's trainer for `--asynchronous.enabled` (see the module docstring)."""
@@ -77,10 +112,13 @@ class AsyncTrainer(RunsTrainer):
         options = self.setup.config.asynchronous
         devices = jax.devices()
         self.actor_devices = [devices[i % len(devices)] for i in range(options.actor_devices)]
-        self.learner_device = devices[-1]
+        if options.learner_devices > len(devices):
+            raise ConfigError(f"--asynchronous.learner-devices {options.learner_devices}: "
+                              f"only {len(devices)} device(s) here (on a CPU, set XLA_FLAGS="
+                              "--xla_force_host_platform_device_count=N before JAX starts).")
+        self.learner = learner_program(self.setup, devices[-options.learner_devices:])
         self.options = options
         self.hp_run = jax.tree.map(lambda x: x[0], self.hp)
-        self.step = jax.jit(functools.partial(learner_step, self.setup))
         self.collect = jax.jit(functools.partial(actor_collect, self.setup))
         self.reset = jax.jit(self.setup.env.reset)
 
@@ -90,7 +128,7 @@ class AsyncTrainer(RunsTrainer):
 
     def learn_step(self, state, traj, behaviour, lag):
         """One learner update (a method, so tests can inject a failure)."""
-        return self.step(state, self.hp_run, traj, behaviour, jnp.int32(lag))
+        return self.learner.step(state, self.hp_run, traj, behaviour, jnp.int32(lag))
 
     def start(self, state: TrainState) -> None:
         """The store, the queue and one thread per actor; the schedule cut at T."""
@@ -130,7 +168,7 @@ class AsyncTrainer(RunsTrainer):
                 return item, lag
 
     def chunk(self, state: TrainState, n: int) -> tuple[TrainState, dict[str, np.ndarray]]:
-        learner = jax.device_put(jax.tree.map(lambda x: x[0], state), self.learner_device)
+        learner = jax.device_put(jax.tree.map(lambda x: x[0], state), self.learner.state)
         first = int(learner.iteration)
         if self.supervisor is None:
             self.start(learner)
@@ -138,8 +176,8 @@ class AsyncTrainer(RunsTrainer):
         try:
             for iteration in range(first, first + n):
                 item, lag = self.pop(iteration)
-                traj, behaviour = jax.device_put((item.trajectory, item.behaviour),
-                                                 self.learner_device)
+                traj = jax.device_put(item.trajectory, self.learner.trajectory)
+                behaviour = jax.device_put(item.behaviour, self.learner.state)
                 learner, metrics = self.learn_step(learner, traj, behaviour, lag)
                 self.store.publish((learner.params, learner.obs_stats), iteration + 1)
                 sums = metrics if sums is None else jax.tree.map(jnp.add, sums, metrics)
