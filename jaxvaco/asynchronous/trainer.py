@@ -107,6 +107,15 @@ class AsyncTrainer(RunsTrainer):
     run_dir: Path | None = None
     supervisor: Supervisor | None = None
     lines: list[dict] = dataclasses.field(default_factory=list)  # the last chunk's pops
+    # Built in __post_init__ from the setup, and by `start` for each run of the threads:
+    options: Any = dataclasses.field(init=False)  # the config's AsyncConfig
+    actor_devices: list[Any] = dataclasses.field(init=False)
+    learner: LearnerProgram = dataclasses.field(init=False)
+    hp_run: Any = dataclasses.field(init=False)  # this run's hyperparameters (R = 1)
+    collect: Any = dataclasses.field(init=False)  # the jitted actor_collect
+    reset: Any = dataclasses.field(init=False)  # the jitted env reset of an actor's envs
+    store: ParameterStore | None = dataclasses.field(init=False, default=None)
+    queue: TrajectoryQueue | None = dataclasses.field(init=False, default=None)
 
     def __post_init__(self):
         options = self.setup.config.asynchronous
