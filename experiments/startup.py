@@ -181,7 +181,7 @@ def write_programs(args: argparse.Namespace, date: str, table: dict[str, dict]) 
                                         indent=2))
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each (median)")
     parser.add_argument("--total", type=float, default=1e6, help="env steps")
@@ -195,7 +195,61 @@ def main(argv: list[str] | None = None) -> None:
                         help="only the compile time by program of PROGRAM_JOBS, cold")
     parser.add_argument("--json", type=Path,
                         help="also write the results here (with the date, commit and load)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def timed_repeats(args: argparse.Namespace, work: Path, bench: Bench) -> tuple[dict, dict, list]:
+    """Interleaved repeats, side by side: jaxvaco cold (a fresh cache each time), the
+    reference, jaxvaco warm (and the optional extras). The times per case, the last cold
+    and warm jaxvaco runs, and the reference's runs."""
+    warm_cache, ref_cache = work / "warm-cache", work / "ref-cache"
+    bench.jaxvaco(warm_cache)  # fills the warm cache
+    if args.reference_warm:
+        bench.reference(ref_cache)
+    if args.default_job:
+        bench.jaxvaco(warm_cache, job=[])
+    times: dict[str, list[float]] = {"jaxvaco cold": [], "jaxvaco warm": [], "reference": []}
+    if args.reference_warm:
+        times["reference, JAX cache warm"] = []
+    if args.default_job:
+        times["jaxvaco train (defaults), warm"] = []
+    runs, ref_runs = {}, []
+    for i in range(args.repeats):
+        runs["cold"] = bench.jaxvaco(work / f"cold-cache-{i}")
+        times["jaxvaco cold"].append(runs["cold"]["seconds"])
+        ref_runs.append(bench.reference())
+        times["reference"].append(ref_runs[-1]["seconds"])
+        runs["warm"] = bench.jaxvaco(warm_cache)
+        times["jaxvaco warm"].append(runs["warm"]["seconds"])
+        if args.reference_warm:
+            times["reference, JAX cache warm"].append(bench.reference(ref_cache)["seconds"])
+        if args.default_job:
+            times["jaxvaco train (defaults), warm"].append(
+                bench.jaxvaco(warm_cache, job=[])["seconds"])
+        print(f"  repeat {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()),
+              flush=True)
+    return times, runs, ref_runs
+
+
+def report(args: argparse.Namespace, times: dict, runs: dict, ref_runs: list,
+           load: tuple[float, float]) -> dict[str, float]:
+    """Print the medians, their ratios (reference / this) and the breakdowns; the medians."""
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    ref = medians["reference"]
+    print(f"\nwhole process, median of {args.repeats} (ratio = reference / this: > 1 is faster)")
+    for name, value in medians.items():
+        print(f"  {name:<34} {value:6.2f} s   ratio {ref / value:.2f}")
+    print(f"  reference itself: compile {statistics.median(r['compile'] for r in ref_runs):.2f} s,"
+          f" train {statistics.median(r['train'] for r in ref_runs):.2f} s")
+    print("  targets: cold >= 1.2, warm >= 1.8; jaxvaco train (defaults) warm < 8 s (idle CPU)")
+    print(f"  load average (1 min) at the start {load[0]:.1f}, at the end {load[1]:.1f}")
+    print_breakdown("breakdown of the last cold jaxvaco run", runs["cold"])
+    print_breakdown("breakdown of the last warm jaxvaco run", runs["warm"])
+    return medians
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     if not args.reference.exists():
         sys.exit(f"reference script not found at {args.reference}; pass --reference PATH")
     date, load_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.getloadavg()[0]
@@ -206,51 +260,16 @@ def main(argv: list[str] | None = None) -> None:
         bench = Bench(args, work)
         if args.programs:
             return write_programs(args, date, program_table(work, bench))
-        warm_cache, ref_cache = work / "warm-cache", work / "ref-cache"
-        bench.jaxvaco(warm_cache)  # fills the warm cache
-        if args.reference_warm:
-            bench.reference(ref_cache)
-        if args.default_job:
-            bench.jaxvaco(warm_cache, job=[])
-        times: dict[str, list[float]] = {"jaxvaco cold": [], "jaxvaco warm": [], "reference": []}
-        if args.reference_warm:
-            times["reference, JAX cache warm"] = []
-        if args.default_job:
-            times["jaxvaco train (defaults), warm"] = []
-        runs, ref_runs = {}, []
-        for i in range(args.repeats):
-            runs["cold"] = bench.jaxvaco(work / f"cold-cache-{i}")
-            times["jaxvaco cold"].append(runs["cold"]["seconds"])
-            ref_runs.append(bench.reference())
-            times["reference"].append(ref_runs[-1]["seconds"])
-            runs["warm"] = bench.jaxvaco(warm_cache)
-            times["jaxvaco warm"].append(runs["warm"]["seconds"])
-            if args.reference_warm:
-                times["reference, JAX cache warm"].append(bench.reference(ref_cache)["seconds"])
-            if args.default_job:
-                times["jaxvaco train (defaults), warm"].append(
-                    bench.jaxvaco(warm_cache, job=[])["seconds"])
-            print(f"  repeat {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()),
-                  flush=True)
+        times, runs, ref_runs = timed_repeats(args, work, bench)
     load_end = os.getloadavg()[0]
-    medians = {name: statistics.median(values) for name, values in times.items()}
-    ref = medians["reference"]
-    print(f"\nwhole process, median of {args.repeats} (ratio = reference / this: > 1 is faster)")
-    for name, value in medians.items():
-        print(f"  {name:<34} {value:6.2f} s   ratio {ref / value:.2f}")
-    print(f"  reference itself: compile {statistics.median(r['compile'] for r in ref_runs):.2f} s,"
-          f" train {statistics.median(r['train'] for r in ref_runs):.2f} s")
-    print("  targets: cold >= 1.2, warm >= 1.8; jaxvaco train (defaults) warm < 8 s (idle CPU)")
-    print(f"  load average (1 min) at the start {load_start:.1f}, at the end {load_end:.1f}")
-    print_breakdown("breakdown of the last cold jaxvaco run", runs["cold"])
-    print_breakdown("breakdown of the last warm jaxvaco run", runs["warm"])
+    medians = report(args, times, runs, ref_runs, (load_start, load_end))
     if args.json:
         args.json.write_text(json.dumps({
             "date": date, "commit": git_commit(), "cpus": os.cpu_count(),
             "load_start": load_start, "load_end": load_end, "repeats": args.repeats,
             "total": args.total, "default_job": args.default_job, "times": times,
             "medians": medians,
-            "ratios": {name: ref / value for name, value in medians.items()},
+            "ratios": {name: medians["reference"] / value for name, value in medians.items()},
             "reference": ref_runs,
             "breakdown": {mode: breakdown(run) for mode, run in runs.items()},
             "compile": {mode: run["timings"]["compile"] for mode, run in runs.items()},
