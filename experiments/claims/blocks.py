@@ -349,13 +349,6 @@ def async_pays(record: dict) -> str:
         record, ("async-pays",), "experiments/results/async_pays/async_pays.json"))
 
 
-def held_out_2(record: dict) -> str:
-    parts = [f"**{title}**\n\n" + table(rows)
-             for title, rows in record["held-out-2"]["value"].items()]
-    return "\n\n".join(parts) + footer(
-        record, ("held-out-2",), "experiments/results/held_out_2/held_out_2/results.csv")
-
-
 BLOCKS: dict[str, Callable[[dict], str]] = {
     "learning": learning, "default-sweep": default_sweep, "throughput": throughput,
     "vaco-prototype": vaco_prototype, "vaco-grid": vaco_grid, "ablation": ablation,
@@ -365,5 +358,5 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "fair-study-robustness": fair_study_robustness, "robustness-headline": robustness_headline,
     "ablation-robustness": ablation_robustness, "ablation-matched-tv": ablation_matched_tv,
     "entropy-swap": entropy_swap, "async-validation": async_validation,
-    "async-pays": async_pays, "held-out-2": held_out_2,
+    "async-pays": async_pays,
 }
