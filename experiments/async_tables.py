@@ -17,41 +17,42 @@ def overlaps(a: tuple, b: tuple) -> bool:
     return a[1] <= b[2] and b[1] <= a[2]
 
 
+FIGURES = (("greedy", "greedy return", "{:.1f}"), ("train", "training return", "{:.1f}"),
+           ("tv", "tv/total", "{:.4f}"))
+"""The validation's figures per run (runs.csv column, table heading, format): the final
+greedy return, the final training return (the last chunk's mean episode return of the
+stochastic policy) and the run's mean tv/total."""
+
+
+def ci_cell(values: list[float], fmt: str) -> str:
+    mean, lo, hi = seed_mean_ci(values)
+    return f"{fmt.format(mean)} [{fmt.format(lo)}, {fmt.format(hi)}]"
+
+
 def validation_table(rows: list[dict]) -> list[list[str]]:
     """The validation table from runs.csv's rows: per env × algo × arm, the mean over seeds
-    and 95% stratified-bootstrap CI (`seed_mean_ci`) of the final greedy return and of the
-    mean tv/total, the mean lag, and whether replay's and uniform's CIs overlap async's
-    on both."""
-    out = [["env", "algo", "arm", "seeds", "greedy [95% CI]", "tv/total [95% CI]", "mean lag",
-            "agree"]]
-    cells = dict.fromkeys((r["env"], r["algo"]) for r in rows)
-    for env, algo in cells:
-        arms = {}
+    and 95% stratified-bootstrap CI (`seed_mean_ci`) of each of `FIGURES`, the mean lag, and
+    whether replay's and uniform's CIs overlap async's on every figure."""
+    out = [["env", "algo", "arm", "seeds", *(f"{name} [95% CI]" for _, name, _ in FIGURES),
+            "mean lag", "agree"]]
+    for env, algo in dict.fromkeys((r["env"], r["algo"]) for r in rows):
+        arms: dict[str, list[dict]] = {}
         for r in rows:
             if (r["env"], r["algo"]) == (env, algo):
                 arms.setdefault(r["arm"], []).append(r)
-        ref = {k: seed_mean_ci([float(r[k]) for r in arms["async"]]) for k in ("greedy", "tv")}
+        ref = {k: seed_mean_ci([float(r[k]) for r in arms["async"]]) for k, _, _ in FIGURES}
         for arm in ("async", "replay", "uniform"):
             runs = arms.get(arm, [])
             if not runs:
                 continue
-            cis = {k: seed_mean_ci([float(r[k]) for r in runs]) for k in ("greedy", "tv")}
+            cis = {k: seed_mean_ci([float(r[k]) for r in runs]) for k, _, _ in FIGURES}
             agree = "" if arm == "async" else (
                 "yes" if all(overlaps(cis[k], ref[k]) for k in cis) else "no")
-            (g, gl, gh), (t, tl, th) = cis["greedy"], cis["tv"]
             label = f"uniform (K = {runs[0]['k']})" if arm == "uniform" else arm
             out.append([env, ALGO_NAMES.get(algo, algo), label, str(len(runs)),
-                        f"{g:.1f} [{gl:.1f}, {gh:.1f}]", f"{t:.4f} [{tl:.4f}, {th:.4f}]",
+                        *(ci_cell([float(r[k]) for r in runs], fmt) for k, _, fmt in FIGURES),
                         f"{np.mean([float(r['lag']) for r in runs]):.2f}", agree])
     return out
-
-
-def ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}" if a is not None and b else "n/a"
-
-
-def seconds(t: float | None) -> str:
-    return "never" if t is None else f"{t:.1f}"
 
 
 def paired_tv_table(rows: list[dict]) -> list[list[str]]:
@@ -72,6 +73,14 @@ def paired_tv_table(rows: list[dict]) -> list[list[str]]:
                     f"{mean:+.3f} [{lo:+.3f}, {hi:+.3f}]",
                     f"{sum(x > 0 for x in values)} of {len(values)}"])
     return out
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}" if a is not None and b else "n/a"
+
+
+def seconds(t: float | None) -> str:
+    return "never" if t is None else f"{t:.1f}"
 
 
 def pays_table(results: dict[str, dict[str, dict]]) -> list[list[str]]:

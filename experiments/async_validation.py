@@ -10,8 +10,9 @@ and each seed s:
            lag (U{0..K} has mean K/2), all seeds in one vmapped program
 
 and the table: per arm, the mean over seeds and the 95% stratified-bootstrap CI
-(`jaxvaco.analysis.stats.seed_mean_ci`) of the final greedy return and of the run's mean
-tv/total, mean lag; "agree" says whether replay's and uniform's CIs overlap async's.
+(`jaxvaco.analysis.stats.seed_mean_ci`) of the final greedy and training return and of the
+run's mean tv/total, mean lag; "agree" says whether replay's and uniform's CIs overlap
+async's on all three.
 
     python -m experiments.async_validation                     # 8 seeds, 2 algos, 2 envs
     python -m experiments.async_validation --seeds 2 --envs CartPole-v1 --out /tmp/v
@@ -54,10 +55,12 @@ def base(args: argparse.Namespace, env: str, algo: str, name: str, runs_dir: str
 
 
 def figures(result: RunResult) -> dict[str, np.ndarray]:
-    """Per run: final greedy return, mean tv/total and mean lag over the run's rows."""
+    """Per run: final greedy and training return, mean tv/total and mean lag over the run's
+    rows."""
     runs = len(result.runs)
     per_run = [[row for row in result.rows if row["run"] == r] for r in range(runs)]
     return {"greedy": np.asarray(result.summary["eval/greedy_return"], float),
+            "train": np.asarray(result.summary["train_return"], float),
             "tv": np.asarray([np.mean([row["tv/total"] for row in rows]) for rows in per_run]),
             "lag": np.asarray([np.mean([row["lag/iterations"] for row in rows])
                                for rows in per_run])}
@@ -69,9 +72,9 @@ def train(config: TrainConfig) -> dict[str, np.ndarray]:
     return figures(run(config, control=RunControl(checkpoint_every=0)))
 
 
-FIELDS = ["env", "algo", "arm", "seed", "k", "greedy", "tv", "lag"]
+FIELDS = ["env", "algo", "arm", "seed", "k", "greedy", "train", "tv", "lag"]
 """One row per run of runs.csv: the arm's uniform K (0 for async and replay), the final
-greedy return, the run's mean tv/total and mean lag in learner updates."""
+greedy and training return, the run's mean tv/total and mean lag in learner updates."""
 
 
 def append_rows(path: Path, rows: list[dict]) -> None:
@@ -87,6 +90,7 @@ def append_rows(path: Path, rows: list[dict]) -> None:
 def run_rows(env: str, algo: str, arm: str, seeds: list[int], k: int, figures: dict) -> list:
     return [{"env": env, "algo": algo, "arm": arm, "seed": s, "k": k,
              "greedy": round(float(figures["greedy"][i]), 2),
+             "train": round(float(figures["train"][i]), 2),
              "tv": round(float(figures["tv"][i]), 6), "lag": round(float(figures["lag"][i]), 4)}
             for i, s in enumerate(seeds)]
 

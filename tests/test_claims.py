@@ -293,13 +293,14 @@ def test_async_validation_table_from_runs_csv():
     rows = []
     for arm, shift, k in (("async", 0.0, 0), ("replay", 0.0, 0), ("uniform", 1.0, 5)):
         rows += [{"env": "E", "algo": "ppo", "arm": arm, "seed": str(s), "k": str(k),
-                  "greedy": str(greedy[s] + 300 * shift), "tv": str(tv[s] + shift),
-                  "lag": "2.5"} for s in range(8)]
+                  "greedy": str(greedy[s] + 300 * shift), "train": str(greedy[s] - 50),
+                  "tv": str(tv[s] + shift), "lag": "2.5"} for s in range(8)]
     header, async_, replay, uniform = validation_table(rows)
     assert header[-1] == "agree" and async_[:4] == ["E", "PPO-clip(L)", "async", "8"]
     assert async_[4].startswith(f"{greedy.mean():.1f} [") and async_[-1] == ""
+    assert async_[5].startswith(f"{greedy.mean() - 50:.1f} [")
     assert replay[-1] == "yes" and uniform[-1] == "no"
-    assert uniform[2] == "uniform (K = 5)" and uniform[5].startswith(f"{tv.mean() + 1:.4f}")
+    assert uniform[2] == "uniform (K = 5)" and uniform[6].startswith(f"{tv.mean() + 1:.4f}")
 
 
 def test_async_pays_table_ratios():
