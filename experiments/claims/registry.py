@@ -136,7 +136,7 @@ CLAIMS = [
           "`uniform` mode of the same mean lag: final greedy return and mean tv/total, mean "
           "[95% CI] over seeds, per env × algorithm", "python -m experiments.async_validation",
           "data", "recomputed from the committed runs.csv: identical", True, 0.1,
-          data.measure_async_validation, same, show_table, "4692a8f"),
+          data.measure_async_validation, same, show_table, "14775df"),
     Claim("async-pays", "asynchronous against synchronous on 2 simulated CPU devices: "
           "env-steps/s and time to a training return of 400, CartPole-v1, seed 0",
           "python -m experiments.async_pays", "data",
