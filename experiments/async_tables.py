@@ -24,8 +24,9 @@ greedy return, the final training return (the last chunk's mean episode return o
 stochastic policy) and the run's mean tv/total."""
 
 
-def ci_cell(values: list[float], fmt: str) -> str:
-    mean, lo, hi = seed_mean_ci(values)
+def ci_cell(ci: tuple[float, float, float], fmt: str) -> str:
+    """'mean [lower, upper]' of a `seed_mean_ci` result."""
+    mean, lo, hi = ci
     return f"{fmt.format(mean)} [{fmt.format(lo)}, {fmt.format(hi)}]"
 
 
@@ -50,7 +51,7 @@ def validation_table(rows: list[dict]) -> list[list[str]]:
                 "yes" if all(overlaps(cis[k], ref[k]) for k in cis) else "no")
             label = f"uniform (K = {runs[0]['k']})" if arm == "uniform" else arm
             out.append([env, ALGO_NAMES.get(algo, algo), label, str(len(runs)),
-                        *(ci_cell([float(r[k]) for r in runs], fmt) for k, _, fmt in FIGURES),
+                        *(ci_cell(cis[k], fmt) for k, _, fmt in FIGURES),
                         f"{np.mean([float(r['lag']) for r in runs]):.2f}", agree])
     return out
 

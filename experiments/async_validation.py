@@ -33,7 +33,6 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 import argparse  # noqa: E402
-import csv  # noqa: E402
 import shutil  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -42,7 +41,7 @@ import numpy as np  # noqa: E402
 from experiments.async_tables import paired_tv_table, validation_table  # noqa: E402
 from experiments.markdown import table as markdown_table  # noqa: E402
 from jaxvaco.config import AsyncConfig, EvalConfig, LagConfig, TrainConfig  # noqa: E402
-from jaxvaco.results import read_rows  # noqa: E402
+from jaxvaco.results import append_rows, read_rows  # noqa: E402
 from jaxvaco.runner import RunControl, RunResult, run  # noqa: E402
 
 
@@ -77,16 +76,6 @@ FIELDS = ["env", "algo", "arm", "seed", "k", "greedy", "train", "tv", "lag"]
 greedy and training return, the run's mean tv/total and mean lag in learner updates."""
 
 
-def append_rows(path: Path, rows: list[dict]) -> None:
-    """Append runs to runs.csv (its header first when new): a stopped sweep resumes."""
-    new = not path.exists()
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, FIELDS)
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
-
-
 def run_rows(env: str, algo: str, arm: str, seeds: list[int], k: int, figures: dict) -> list:
     return [{"env": env, "algo": algo, "arm": arm, "seed": s, "k": k,
              "greedy": round(float(figures["greedy"][i]), 2),
@@ -108,19 +97,19 @@ def cell(args: argparse.Namespace, env: str, algo: str, out: Path) -> None:
         if ("async", seed) not in have:
             figs = train(base(args, env, algo, f"{name}_async", runs_dir, seed=seed,
                               asynchronous=AsyncConfig(enabled=True)))
-            append_rows(path, run_rows(env, algo, "async", [seed], 0, figs))
+            append_rows(path, run_rows(env, algo, "async", [seed], 0, figs), FIELDS)
         if ("replay", seed) not in have:  # its async run's folder is under runs/
             replay = LagConfig(mode="replay", replay=os.path.join(runs_dir, f"{name}_async"))
             figs = train(base(args, env, algo, f"{name}_replay", runs_dir, seed=seed,
                               lag=replay))
-            append_rows(path, run_rows(env, algo, "replay", [seed], 0, figs))
+            append_rows(path, run_rows(env, algo, "replay", [seed], 0, figs), FIELDS)
     if not any(arm == "uniform" for arm, _ in have):
         lags = [float(r["lag"]) for r in read_rows(path)
                 if (r["env"], r["algo"], r["arm"]) == (env, algo, "async")]
         k = max(1, round(2 * float(np.mean(lags))))
         figs = train(base(args, env, algo, f"{env}_{algo}_uniform", runs_dir, seed=0,
                           num_seeds=args.seeds, lag=LagConfig(max_delay=k, mode="uniform")))
-        append_rows(path, run_rows(env, algo, "uniform", list(range(args.seeds)), k, figs))
+        append_rows(path, run_rows(env, algo, "uniform", list(range(args.seeds)), k, figs), FIELDS)
 
 
 OUT = Path(__file__).resolve().parent / "results" / "async_validation"
