@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxvaco import distributed
+from jaxvaco.compilation import compiler_options
 from jaxvaco.guard import all_finite
 from jaxvaco.hparams import Hyperparams
 from jaxvaco.programs import ProgramCache, named
@@ -36,11 +37,13 @@ class Compiled:
         programs = None if cache_dir is None or not layout.single_device else ProgramCache(
             cache_dir, trainer.config, (trainer.init, trainer.train_chunk, trainer.evaluate))
 
+        xla_options = compiler_options(trainer.spec.family)
+
         def jit(name: str, function: Any, **options: Any) -> Any:
             function = named(name, function)
             if programs is not None:
-                return programs.jit(name, function)
-            return jax.jit(function, **options)
+                return programs.jit(name, function, xla_options)
+            return jax.jit(function, compiler_options=xla_options, **options)
 
         sharding = layout.runs_sharding  # runs over devices, or None
         shard = {} if sharding is None else {"out_shardings": sharding}

@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxvaco.compilation import compiler_options
 from jaxvaco.config import DistributedConfig, TrainConfig
 from jaxvaco.normalize import RunningMeanStd, init_running_stats
 from jaxvaco.policy import Policy, source_state
@@ -106,7 +107,8 @@ def record_episode(policy: Policy, key: jax.Array, greedy: bool = True,
     stats = (init_running_stats(policy.spec.obs_shape) if policy.obs_stats is None
              else policy.obs_stats)
     rollout = jax.jit(lambda params, stats, key, greedy: evaluate_episodes(
-        config, policy.network, env, params, stats, key, greedy, record))
+        config, policy.network, env, params, stats, key, greedy, record),
+        compiler_options=compiler_options(env.spec.family))
     returns, (states, rewards, done) = rollout(policy.params, stats, key, greedy)
     done = np.asarray(done)
     length = int(np.argmax(done)) + 1 if done.any() else len(done)

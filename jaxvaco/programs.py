@@ -133,10 +133,11 @@ class ProgramCache:
         self.context = "|".join([environment_key(), config_key(config),
                                  *map(function_origin, functions)])
 
-    def jit(self, name: str, function: Callable) -> Program:
-        """Like `jax.jit(function)`, but the lowered program is loaded from (or saved to)
-        the cache on the first call for each argument signature."""
-        return Program(self, name, function)
+    def jit(self, name: str, function: Callable, compiler_options: dict | None = None
+            ) -> Program:
+        """Like `jax.jit(function, compiler_options=...)`, but the lowered program is loaded
+        from (or saved to) the cache on the first call for each argument signature."""
+        return Program(self, name, function, compiler_options or {})
 
     def _load(self, key: str) -> tuple[Any, Any] | None:
         """The entry's (exported program, output tree); None when absent or damaged (a
@@ -228,9 +229,11 @@ class Program:
     of one after another; a later call with those types waits for it. Either way the
     executable is that of `jax.jit(exported.call)`, so the numbers are the same."""
 
-    def __init__(self, cache: ProgramCache, name: str, function: Callable):
+    def __init__(self, cache: ProgramCache, name: str, function: Callable,
+                 compiler_options: dict):
         self.cache, self.name, self.function = cache, name, function
-        self.jitted = jax.jit(function)
+        self.compiler_options = compiler_options
+        self.jitted = jax.jit(function, compiler_options=compiler_options)
         self.found: dict[str, tuple[Callable, Any, Any] | None] = {}
         self.ahead: dict[str, Future] = {}
 
@@ -243,7 +246,8 @@ class Program:
             found = (self.cache._load(key) or
                      self.cache._export(key, self.name, self.function, in_tree, leaves))
             self.found[key] = None if found is None else (
-                jax.jit(named(self.name, found[0].call)), found[1], found[0].out_avals)
+                jax.jit(named(self.name, found[0].call), compiler_options=self.compiler_options),
+                found[1], found[0].out_avals)
         return key, leaves, self.found[key]
 
     def __call__(self, *args: Any) -> Any:

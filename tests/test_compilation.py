@@ -296,3 +296,48 @@ def test_compile_clock_reports_phases_by_program_name():
     phases = clock.stats(since=0.5).phases
     assert phases == {"chunk": {"trace": 0.5, "lower": 0.5, "compile": 2.5},
                       "evaluate": {"trace": 0.0, "lower": 0.0, "compile": 0.25}}
+
+
+def brax_chunk_sums(options: dict) -> dict[str, float]:
+    """Metrics summed over one chunk of two iterations of PPO on Brax inverted_pendulum,
+    init and chunk compiled with these XLA options."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxvaco.hparams import hyperparams_from_config
+    from jaxvaco.train import make_train
+
+    config = TrainConfig(env="inverted_pendulum", num_envs=8, num_steps=16, hidden_sizes=(16,),
+                         total_timesteps=8 * 16 * 2, num_minibatches=2, update_epochs=2,
+                         chunk_iterations=2, progress=False,
+                         eval=EvalConfig(every_chunks=0, num_episodes=2))
+    trainer, hp = make_train(config), hyperparams_from_config(config)
+    state = jax.jit(trainer.init, compiler_options=options)(jax.random.PRNGKey(0), hp)
+    _, sums = jax.jit(trainer.train_chunk, compiler_options=options)(state, hp, jnp.int32(2))
+    return {key: float(np.asarray(value)) for key, value in sums.items()}
+
+
+def test_brax_compiler_options_change_the_numbers_only_by_float_rounding():
+    """[ours] Brax runs compile with XLA's elemental emitters on the CPU
+    (`compilation.CPU_COMPILER_OPTIONS`); the same iterations compiled with XLA's defaults
+    agree to the fingerprints' tolerance (rtol 1e-4), and the options are in force."""
+    import numpy as np
+
+    options = compilation.compiler_options("brax")
+    if not options:
+        pytest.skip("this XLA does not know the option (it then compiles with its defaults)")
+    assert compilation.compiler_options("gymnax") == {}
+    ours, xla_defaults = brax_chunk_sums(options), brax_chunk_sums({})
+    assert set(ours) == set(xla_defaults)
+    for key, value in xla_defaults.items():
+        np.testing.assert_allclose(ours[key], value, rtol=1e-4, atol=1e-5, err_msg=key)
+
+
+def test_xla_defaults_variable_switches_the_options_off(monkeypatch):
+    monkeypatch.setenv(compilation.DEFAULTS_ENV_VAR, "1")
+    compilation.compiler_options.cache_clear()
+    try:
+        assert compilation.compiler_options("brax") == {}
+    finally:
+        monkeypatch.delenv(compilation.DEFAULTS_ENV_VAR)
+        compilation.compiler_options.cache_clear()
