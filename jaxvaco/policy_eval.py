@@ -96,7 +96,7 @@ def record_episode(policy: Policy, key: jax.Array, greedy: bool = True,
     from jaxvaco.evaluation import evaluate_episodes
 
     config = policy.config
-    env = make_env(config.env, num_envs, brax_backend=config.brax_backend)
+    env = make_env(config.env, num_envs, brax_backend=config.brax_backend).first_episodes_only()
     brax = env.spec.family == "brax"
 
     def record(env_state, out):

@@ -173,6 +173,7 @@ def make_train(config: TrainConfig, layout: distributed.Layout | None = None) ->
         config, env.spec, network, setup.algorithm,
         init=functools.partial(init_state, setup, make(config.num_envs) if axis else env),
         train_chunk=chunk,
-        evaluate=functools.partial(evaluate, setup, make(config.eval.num_episodes)),
+        evaluate=functools.partial(evaluate, setup,
+                                   make(config.eval.num_episodes).first_episodes_only()),
         setup=setup,
     )

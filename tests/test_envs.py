@@ -223,6 +223,30 @@ def test_brax_inverted_pendulum():
     np.testing.assert_array_equal(free["final_obs"][:limit], res["final_obs"][:limit])
 
 
+def test_brax_batch_for_first_episodes_keeps_them_and_does_not_reset():
+    """`first_episodes_only` (evaluation's batch): each env's first episode is the auto-
+    resetting batch's, bit for bit; after it ends the env steps on from where it fell."""
+    key = jax.random.key(6)
+    policy = lambda k, obs: jax.random.uniform(k, (6, 1), minval=-1.0, maxval=1.0)  # noqa: E731
+    env = make_env("inverted_pendulum", 6)
+    once = env.first_episodes_only()
+    assert env.auto_reset and not once.auto_reset  # the original batch is unchanged
+    reset_obs, resetting = rollout(env, key, 150, policy)
+    reset_obs_once, stepping_on = rollout(once, key, 150, policy)
+    np.testing.assert_array_equal(reset_obs, reset_obs_once)
+    end = first_end(resetting["terminated"] | resetting["truncated"])
+    for i, last in enumerate(end):
+        for name in ("reward", "terminated", "truncated", "final_obs"):
+            np.testing.assert_array_equal(resetting[name][: last + 1, i],
+                                          stepping_on[name][: last + 1, i], err_msg=name)
+        np.testing.assert_array_equal(resetting["obs"][:last, i], stepping_on["obs"][:last, i])
+        # Reset: the observation after the end is near the upright start; stepping on: it is
+        # the fallen pole's own next state.
+        assert np.all(np.abs(resetting["obs"][last, i]) <= 0.01)
+        np.testing.assert_array_equal(stepping_on["obs"][last, i],
+                                      stepping_on["final_obs"][last, i])
+
+
 class EchoEnv:
     """Minimal brax-like environment whose observation is the action it last received.
 

@@ -14,7 +14,13 @@ import numpy as np
 from experiments.claims.data import LLM_LAG, LLM_LAG_DELTA
 from experiments.claims.record import REPO
 from experiments.claims.registry import BY_ID
-from experiments.claims.rules import SOLVED, STARTUP_DEFAULT, startup_targets
+from experiments.claims.rules import (
+    BRAX_COMPILE_TARGET,
+    SOLVED,
+    STARTUP_DEFAULT,
+    brax_target_met,
+    startup_targets,
+)
 from experiments.markdown import table
 
 
@@ -153,6 +159,37 @@ def startup_breakdown(record: dict) -> str:
             f"json` (`startup`, its breakdown: {v['breakdown_from']}; the next measurement " \
             "replaces it); checked by `python -m experiments.check_claims`.</sub>"
     return table(rows) + note + footer(record, ("startup",))
+
+
+def compile_programs(record: dict) -> str:
+    """Cold compile time by env and program; the Brax target's verdict (computed)."""
+    entry = record["compile-programs"]
+    v = entry["value"]
+    target_env, bound = BRAX_COMPILE_TARGET
+    rows = [[f"env (cold, fresh cache; {entry['date'].removesuffix(' UTC')}, load average "
+             f"{v['load']['start']:.1f} at the start, {v['load']['end']:.1f} at the end, "
+             f"{v['cpus']} CPUs)", "whole process", "compiling (wall)", "XLA programs",
+             "chunk: trace / lower / XLA", "evaluate", "init"]]
+    for env, f in v["envs"].items():
+        compile_s = f"**{f['compile_s']:.1f} s**"
+        if env == target_env:
+            verdict = "met" if brax_target_met(v) else "missed"
+            compile_s += f" (target < {bound:g} s: {verdict})"
+        rows.append([env, f"{f['seconds']:.1f} s", compile_s, str(f["programs"]),
+                     *(" / ".join(f"{x:.1f}" for x in f["phases"][p]) + " s"
+                       for p in ("chunk", "evaluate", "init"))])
+    return table(rows) + footer(record, ("compile-programs",))
+
+
+def sweep_compile(record: dict) -> str:
+    entry = record["sweep-compile"]
+    v = entry["value"]
+    rows = [["cell", "wall", "compiling", "XLA programs (from the cache)"]]
+    rows += [[f"`{c['cell']}`", f"{c['seconds']:.1f} s", f"{c['compile_s']:.1f} s",
+              f"{c['programs']} ({c['cache_hits']})"] for c in v["cells"]]
+    rows.append(["**the sweep**", f"{v['cells_s']:.1f} s", f"**{v['compile_s']:.1f} s "
+                 f"({v['share']:.0%})**", ""])
+    return table(rows) + footer(record, ("sweep-compile",))
 
 
 PROTOTYPE = (  # README label, variant in prototype.csv, the spec's prototype (K = 0 / 4 / 16)
@@ -358,5 +395,6 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "fair-study-robustness": fair_study_robustness, "robustness-headline": robustness_headline,
     "ablation-robustness": ablation_robustness, "ablation-matched-tv": ablation_matched_tv,
     "entropy-swap": entropy_swap, "async-validation": async_validation,
-    "async-pays": async_pays,
+    "async-pays": async_pays, "compile-programs": compile_programs,
+    "sweep-compile": sweep_compile,
 }

@@ -9,14 +9,18 @@ from __future__ import annotations
 from experiments.claims import data, runs
 from experiments.claims.record import Claim
 from experiments.claims.rules import (
+    compile_band,
     inside_ci,
     most_cells_inside,
     ratio_band,
     same,
+    second_cell_cached,
+    show_compile,
     show_greedy,
     show_ratio,
     show_solved,
     show_startup,
+    show_sweep_compile,
     show_table,
     solved_and_wall,
     solved_at_least,
@@ -86,6 +90,16 @@ CLAIMS = [
           "speed", "cold, warm and default-job ratios (reference / jaxvaco) each within "
           "0.8–1.25× of the recorded ones; measure on an idle CPU", False, 5,
           runs.measure_startup, startup_band(0.8, 1.25), show_startup),
+    Claim("compile-programs", "cold `jaxvaco train` of each family's default job, shortened "
+          "(CartPole-v1, Breakout-MinAtar, Brax inverted_pendulum): compile seconds (wall) "
+          "and trace / lower / XLA seconds of the big programs", runs.PROGRAMS, "speed",
+          "each env's compile seconds within 0.5–2× of the recorded ones; measure on an idle "
+          "CPU", False, 4, runs.measure_compile_programs, compile_band(0.5, 2.0), show_compile),
+    Claim("sweep-compile", "a two-cell CartPole sweep whose cells differ only in learning "
+          "rate and entropy coefficient, fresh cache: each cell's compile seconds and XLA "
+          "programs, and the sweep's compile share", runs.SWEEP_COMPILE, "speed",
+          "the second cell compiles no XLA program of its own (all from the cache)", False, 1,
+          runs.measure_sweep_compile, second_cell_cached, show_sweep_compile),
     Claim("vaco-prototype", "VACO prototype reproduction table (mean final greedy return)",
           "python -m experiments.vaco_design --stage prototype --summary-only", "data",
           "recomputed from the committed prototype.csv: identical", True, 0.1,

@@ -4,6 +4,7 @@ learning claim CI reruns, in-process): the learning, throughput, start-up and re
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -181,3 +182,44 @@ def measure_llm_lag_rerun(ctx: Context) -> dict:
     return llm_lag_tables(out)
 
 
+
+
+# --------------------------------------------------------------------- compile claims
+
+PROGRAMS = "python experiments/startup.py --programs"
+
+
+def measure_compile_programs(ctx: Context) -> dict:
+    """One cold run of each family's default job (`experiments/startup.py --programs`): whole
+    process and compile seconds (wall), XLA programs, and each big program's trace / lower /
+    XLA seconds."""
+    out = ctx.tmp / "programs.json"
+    load = round(os.getloadavg()[0], 2)
+    run_command([ctx.python, *PROGRAMS.split()[1:], "--json", str(out)], ctx, "programs.log")
+    result = json.loads(out.read_text())
+
+    def figures(run: dict) -> dict:
+        compiled = run["compile"]
+        return {"seconds": round(run["seconds"], 1), "compile_s": round(compiled["seconds"], 1),
+                "programs": compiled["programs"],
+                "phases": {name: [round(compiled["phases"][name][p], 1)
+                                  for p in ("trace", "lower", "compile")]
+                           for name in ("chunk", "evaluate", "init")}}
+
+    return {"envs": {env: figures(run) for env, run in result["programs"].items()},
+            "load": {"start": load, "end": round(result["load_end"], 2)},
+            "cpus": os.cpu_count()}
+
+
+SWEEP_COMPILE = "python -m experiments.sweep_compile"
+
+
+def measure_sweep_compile(ctx: Context) -> dict:
+    out = ctx.tmp / "sweep_compile.json"
+    run_command([ctx.python, "-m", "experiments.sweep_compile", "--json", str(out)], ctx,
+                "sweep_compile.log")
+    result = json.loads(out.read_text())
+    return {"cells": [{k: round(v, 1) if isinstance(v, float) else v for k, v in c.items()}
+                      for c in result["cells"]],
+            "share": round(result["share"], 3), "compile_s": round(result["compile_s"], 1),
+            "cells_s": round(result["cells_s"], 1), "load_end": round(result["load_end"], 2)}

@@ -94,6 +94,12 @@ class VecEnv(abc.ABC):
         """Step all environments with ``action`` (leading axis ``[num_envs]``), auto-resetting."""
         return self.step_envs(jax.random.split(key, self.num_envs), state, action)
 
+    def first_episodes_only(self) -> VecEnv:
+        """This batch for code that uses only each env's first episode (evaluation): an
+        adapter may then skip resetting finished envs, which is code the program need not
+        compile. Their first episodes are unchanged. By default the batch itself."""
+        return self
+
     @abc.abstractmethod
     def reset_envs(self, keys: jax.Array) -> tuple[jax.Array, VecEnvState]:
         """``reset`` with one key per environment, ``keys`` [num_envs]."""
