@@ -386,6 +386,13 @@ def async_pays(record: dict) -> str:
         record, ("async-pays",), "experiments/results/async_pays/async_pays.json"))
 
 
+def held_out_2(record: dict) -> str:
+    parts = [f"**{title}**\n\n" + table(rows)
+             for title, rows in record["held-out-2"]["value"].items()]
+    return "\n\n".join(parts) + footer(
+        record, ("held-out-2",), "experiments/results/held_out_2/held_out_2/results.csv")
+
+
 BLOCKS: dict[str, Callable[[dict], str]] = {
     "learning": learning, "default-sweep": default_sweep, "throughput": throughput,
     "vaco-prototype": vaco_prototype, "vaco-grid": vaco_grid, "ablation": ablation,
@@ -396,5 +403,5 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "ablation-robustness": ablation_robustness, "ablation-matched-tv": ablation_matched_tv,
     "entropy-swap": entropy_swap, "async-validation": async_validation,
     "async-pays": async_pays, "compile-programs": compile_programs,
-    "sweep-compile": sweep_compile,
+    "sweep-compile": sweep_compile, "held-out-2": held_out_2,
 }

@@ -16,6 +16,7 @@ from experiments import (
     default_sweep,
     entropy_swap,
     fair_study,
+    held_out_2,
     sync_sweep,
     vaco_design,
 )
@@ -217,3 +218,10 @@ def measure_async_pays(ctx: Context, folder: Path | None = None) -> dict:
                 [record["date"], record["commit"], " / ".join(map(str, record["load"])),
                  str(record["cpus"]), " ".join(record["argv"]) or "(defaults)"]]
     return {"pays": async_tables.pays_table(record["results"]), "measured": measured}
+
+
+def measure_held_out_2(ctx: Context, folder: Path | None = None) -> dict:
+    """The second held-out pool's retention and DiD tables (`held_out_2.held_out_2_tables`)
+    over the environments complete so far, recomputed from the committed results.csv."""
+    data = (folder or RESULTS / "held_out_2") / "held_out_2" / "results.csv"
+    return held_out_2.held_out_2_tables(fair_study.final_table(read_results(data)))

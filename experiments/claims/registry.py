@@ -142,6 +142,12 @@ CLAIMS = [
           "python -m experiments.entropy_swap", "data",
           "recomputed from the committed results.csv and study.csv: identical", True, 0.3,
           data.measure_entropy_swap, same, show_table, "dfe2af5"),
+    Claim("held-out-2", "the second held-out pool (declared in e23be9b) so far: retention and "
+          "difference in differences of VACO, PPO-clip(L) and PPO-KL(L) at K = 16 [95% CI], "
+          "over the environments complete", "python -m jaxvaco sweep "
+          "experiments/sweeps/held_out_2.toml, then python -m experiments.held_out_2", "data",
+          "recomputed from the committed results.csv: identical", True, 0.2,
+          data.measure_held_out_2, same, show_table, "708aab7, 5aaad8c, 4d9a158"),
     Claim("gpu-throughput", "throughput ratios on an NVIDIA H200 (2048 envs, 2e7 steps)",
           "bash experiments/gpu_check.sh (device machine; step 'cartpole')", "data",
           "read from the committed throughput_cartpole.json: identical (no GPU in CI)", True,
