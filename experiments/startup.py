@@ -174,9 +174,11 @@ def print_programs(env: str, figures: dict) -> None:
                                               ("trace", "lower", "compile")))
 
 
-def write_programs(args: argparse.Namespace, date: str, table: dict[str, dict]) -> None:
+def write_programs(args: argparse.Namespace, date: str, load_start: float,
+                   table: dict[str, dict]) -> None:
     if args.json:
         args.json.write_text(json.dumps({"date": date, "commit": git_commit(),
+                                         "load_start": load_start,
                                          "load_end": os.getloadavg()[0], "programs": table},
                                         indent=2))
 
@@ -259,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
         work = Path(tmp)
         bench = Bench(args, work)
         if args.programs:
-            return write_programs(args, date, program_table(work, bench))
+            return write_programs(args, date, load_start, program_table(work, bench))
         times, runs, ref_runs = timed_repeats(args, work, bench)
     load_end = os.getloadavg()[0]
     medians = report(args, times, runs, ref_runs, (load_start, load_end))

@@ -64,14 +64,12 @@ def run_sweep(work: Path, steps: int) -> dict:
     share = SHARE_LINE.search(proc.stdout + proc.stderr)
     if share is None:
         sys.exit("the sweep printed no compile share line:\n" + proc.stdout[-3000:])
-    cells = []
-    for folder in sorted((work / "results" / "compile_share" / "runs").iterdir(),
-                         key=lambda f: f.stat().st_mtime):
-        timings = json.loads((folder / "timings.json").read_text())
-        compiled = timings["compile"]
-        cells.append({"cell": folder.name, "seconds": timings["finished"] - timings["started"],
-                      "compile_s": compiled["seconds"], "programs": compiled["programs"],
-                      "cache_hits": compiled["cache_hits"]})
+    timings = {folder.name: json.loads((folder / "timings.json").read_text())
+               for folder in (work / "results" / "compile_share" / "runs").iterdir()}
+    cells = [{"cell": name, "seconds": t["finished"] - t["started"],
+              "compile_s": t["compile"]["seconds"], "programs": t["compile"]["programs"],
+              "cache_hits": t["compile"]["cache_hits"]}
+             for name, t in sorted(timings.items(), key=lambda kv: kv[1]["started"])]
     return {"cells": cells, "compile_s": float(share[1]), "cells_s": float(share[2]),
             "share": float(share[1]) / float(share[2]), "wall_s": wall}
 

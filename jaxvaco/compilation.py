@@ -81,7 +81,7 @@ def compiler_options(family: str) -> dict[str, bool]:
     refuses them (a tiny probe compile says so)."""
     options = CPU_COMPILER_OPTIONS.get(family, {})
     if not options or jax.default_backend() != "cpu" or \
-            os.environ.get(DEFAULTS_ENV_VAR, "") not in OFF + ("0",):
+            os.environ.get(DEFAULTS_ENV_VAR, "") not in ("", "0", "off"):
         return {}
     try:
         jax.jit(lambda x: x + 1, compiler_options=options).lower(1.0).compile()

@@ -169,7 +169,6 @@ def show_startup(value: dict) -> str:
             f"{m[STARTUP_DEFAULT]:.1f} s; load {value['load']['start']}")
 
 
-
 # --------------------------------------------------------------- the compile claims
 
 BRAX_COMPILE_TARGET = ("inverted_pendulum", 20.0)

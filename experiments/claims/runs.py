@@ -182,8 +182,6 @@ def measure_llm_lag_rerun(ctx: Context) -> dict:
     return llm_lag_tables(out)
 
 
-
-
 # --------------------------------------------------------------------- compile claims
 
 PROGRAMS = "python experiments/startup.py --programs"
@@ -194,7 +192,6 @@ def measure_compile_programs(ctx: Context) -> dict:
     process and compile seconds (wall), XLA programs, and each big program's trace / lower /
     XLA seconds."""
     out = ctx.tmp / "programs.json"
-    load = round(os.getloadavg()[0], 2)
     run_command([ctx.python, *PROGRAMS.split()[1:], "--json", str(out)], ctx, "programs.log")
     result = json.loads(out.read_text())
 
@@ -207,7 +204,8 @@ def measure_compile_programs(ctx: Context) -> dict:
                            for name in ("chunk", "evaluate", "init")}}
 
     return {"envs": {env: figures(run) for env, run in result["programs"].items()},
-            "load": {"start": load, "end": round(result["load_end"], 2)},
+            "load": {"start": round(result["load_start"], 2),
+                     "end": round(result["load_end"], 2)},
             "cpus": os.cpu_count()}
 
 
