@@ -37,9 +37,8 @@ class Compiled:
         programs = None if cache_dir is None or not layout.single_device else ProgramCache(
             cache_dir, trainer.config, (trainer.init, trainer.train_chunk, trainer.evaluate))
 
-        xla_options = compiler_options(trainer.spec.family)
-
         def jit(name: str, function: Any, **options: Any) -> Any:
+            xla_options = compiler_options(trainer.spec.family, name)
             function = named(name, function)
             if programs is not None:
                 return programs.jit(name, function, xla_options)

@@ -108,7 +108,7 @@ def record_episode(policy: Policy, key: jax.Array, greedy: bool = True,
              else policy.obs_stats)
     rollout = jax.jit(lambda params, stats, key, greedy: evaluate_episodes(
         config, policy.network, env, params, stats, key, greedy, record),
-        compiler_options=compiler_options(env.spec.family))
+        compiler_options=compiler_options(env.spec.family, "evaluate"))
     returns, (states, rewards, done) = rollout(policy.params, stats, key, greedy)
     done = np.asarray(done)
     length = int(np.argmax(done)) + 1 if done.any() else len(done)

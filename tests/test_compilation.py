@@ -341,3 +341,38 @@ def test_xla_defaults_variable_switches_the_options_off(monkeypatch):
     finally:
         monkeypatch.delenv(compilation.DEFAULTS_ENV_VAR)
         compilation.compiler_options.cache_clear()
+
+
+@pytest.mark.parametrize("env", ["CartPole-v1", "Breakout-MinAtar", "inverted_pendulum"])
+def test_rarely_run_programs_compile_lighter_to_bit_identical_outputs(env):
+    """[ours] Init and evaluation compile with LLVM's lighter level on the CPU
+    (`compilation.RARELY_RUN_OPTIONS`); their outputs (every state leaf, greedy and
+    stochastic returns) are bit-identical to the same programs at XLA's default level."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxvaco.hparams import hyperparams_from_config
+    from jaxvaco.train import make_train
+
+    config = TrainConfig(env=env, num_envs=4, num_steps=8, hidden_sizes=(16,),
+                         total_timesteps=4 * 8, num_minibatches=1, update_epochs=1,
+                         progress=False, eval=EvalConfig(every_chunks=0, num_episodes=3))
+    trainer, hp = make_train(config), hyperparams_from_config(config)
+    lighter = compilation.compiler_options(trainer.spec.family, "evaluate")
+    if "xla_backend_optimization_level" not in lighter:
+        pytest.skip("this XLA does not know the option (it then compiles with its defaults)")
+    assert lighter == compilation.compiler_options(trainer.spec.family, "init")
+    family = compilation.compiler_options(trainer.spec.family)  # the chunk's
+    assert lighter == {**family, **compilation.RARELY_RUN_OPTIONS}
+
+    def outputs(options: dict) -> list[np.ndarray]:
+        state = jax.jit(trainer.init, compiler_options=options)(jax.random.PRNGKey(3), hp)
+        evaluate = jax.jit(trainer.evaluate, compiler_options=options)
+        key = jax.random.PRNGKey(4)
+        returns = [evaluate(state, key, jnp.bool_(greedy)) for greedy in (True, False)]
+        return [np.asarray(leaf) for leaf in jax.tree.leaves((state, returns))]
+
+    ours, xla_level = outputs(lighter), outputs(family)
+    assert len(ours) == len(xla_level)
+    for a, b in zip(ours, xla_level, strict=True):
+        np.testing.assert_array_equal(a, b)
