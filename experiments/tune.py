@@ -19,6 +19,12 @@ is the best of those survivors by the IQM over all three environments.
     python -m experiments.tune --algos ppo vaco --configs 8 --seeds 2 --steps 100000
     python -m experiments.tune --summary-only
 
+A candidate update (`CANDIDATES`: an algorithm with options of its own, issue 31's search
+for an update that keeps more under lag) is tuned the same way, with the same budget, into
+a folder of its own so that the study's chosen.json stays as it was:
+
+    python -m experiments.tune --algos vaco_kl --out experiments/results/moonshot/tuning
+
 Writes experiments/results/tuning/tuning.csv (tidy, resumable per (env, algo, E, M)),
 ranking.md and chosen.json (the frozen configuration of every algorithm).
 """
@@ -50,8 +56,15 @@ BASE = pre_tuning_config(num_envs=16, num_steps=128, anneal_lr=True,
                          eval=EvalConfig(every_chunks=0, num_episodes=16), progress=False)
 HALVING_ENVS = ("CartPole-v1", "Acrobot-v1")
 """Where every configuration runs; the others get each algorithm's `--keep` best."""
-KNOBS = {"ppo": ("clip_coef", 0.1, 0.3), "spo": ("clip_coef", 0.1, 0.3),
-         "ppo_kl": ("target_kl", 0.003, 0.03), "vaco": ("delta", 0.05, 0.4)}
+CANDIDATES = {"vaco_kl": ("vaco", {"vaco.kl_penalty": True})}
+"""Candidate -> (algorithm, its options): VACO's filter with PPO-KL's adaptive KL penalty
+[ours] (`jaxvaco.algos.vaco`)."""
+TUNABLE = (*ALGOS, *CANDIDATES)
+KNOBS = {"ppo": (("clip_coef", 0.1, 0.3),), "spo": (("clip_coef", 0.1, 0.3),),
+         "ppo_kl": (("target_kl", 0.003, 0.03),), "vaco": (("delta", 0.05, 0.4),),
+         "vaco_kl": (("delta", 0.05, 0.4), ("target_kl", 0.003, 0.03))}
+"""Each one's own trust-region knobs and their log-uniform ranges (IMPALA has none); a
+candidate draws each of its algorithms' ranges."""
 
 
 def log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
@@ -60,7 +73,7 @@ def log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
 
 def sample_configs(algo: str, count: int, seed: int = 0) -> list[dict]:
     """`count` random configurations of `algo`: static (E, M) and vmappable values."""
-    rng = np.random.default_rng([seed, ALGOS.index(algo)])
+    rng = np.random.default_rng([seed, TUNABLE.index(algo)])
     configs = []
     for index in range(count):
         config = {"config": index,
@@ -68,8 +81,7 @@ def sample_configs(algo: str, count: int, seed: int = 0) -> list[dict]:
                   "num_minibatches": int(rng.choice([2, 4, 8])),
                   "learning_rate": log_uniform(rng, 1e-4, 3e-3),
                   "ent_coef": log_uniform(rng, 1e-3, 3e-2)}
-        if algo in KNOBS:
-            name, low, high = KNOBS[algo]
+        for name, low, high in KNOBS.get(algo, ()):
             config[name] = log_uniform(rng, low, high)
         configs.append(config)
     return configs
@@ -89,14 +101,16 @@ def run_group(algo: str, env: str, shape: tuple[int, int], configs: list[dict],
     done_path = csv_path.with_suffix(".done")
     if done_path.exists() and f"{env},{label}" in done_path.read_text().splitlines():
         return
-    config = with_overrides(BASE, {"env": env, "algo": algo, "num_seeds": args.seeds,
+    algorithm, own = CANDIDATES.get(algo, (algo, {}))
+    config = with_overrides(BASE, {"env": env, "algo": algorithm, "num_seeds": args.seeds,
                                    "total_timesteps": args.steps or BUDGETS[env],
                                    "update_epochs": shape[0], "num_minibatches": shape[1],
                                    "run_name": f"{env}__{label.replace(' ', '_')}",
-                                   "results_dir": str(args.out / "runs"), **algo_overrides},
+                                   "results_dir": str(args.out / "runs"), **own,
+                                   **algo_overrides},
                             "tune")
-    values = ("learning_rate", "ent_coef", KNOBS.get(algo, (None,))[0])
-    grid = [{"lag_delay": k, **{v: c[v] for v in values if v}} for c in configs for k in LAGS]
+    values = ("learning_rate", "ent_coef", *(name for name, *_ in KNOBS.get(algo, ())))
+    grid = [{"lag_delay": k, **{v: c[v] for v in values}} for c in configs for k in LAGS]
     run_dir = args.out / "runs" / config.run_name
     result = run(config, grid=grid, resume=run_dir if (run_dir / "config.json").exists()
                  else None)
@@ -145,7 +159,8 @@ def survivors(algo: str, configs: list[dict], csv_path: Path, keep: int) -> list
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algos", nargs="+", default=list(ALGOS), choices=ALGOS)
+    parser.add_argument("--algos", nargs="+", default=list(ALGOS), choices=TUNABLE,
+                        help="the study's algorithms (default) or candidates (CANDIDATES)")
     parser.add_argument("--envs", nargs="+", default=list(DEV_ENVS))
     parser.add_argument("--configs", type=int, default=24)
     parser.add_argument("--seeds", type=int, default=4)
@@ -159,7 +174,7 @@ def main() -> None:
     args = parse_with_retries(parser, "experiments.tune")
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / "tuning.csv"
-    configs = {algo: sample_configs(algo, args.configs) for algo in ALGOS}  # ranks all in the CSV
+    configs = {algo: sample_configs(algo, args.configs) for algo in TUNABLE}  # ranks all in the CSV
     if not args.summary_only:
         for env in args.envs:
             for algo in args.algos:

@@ -148,6 +148,9 @@ class VacoConfig(EstimateConfig):
     anchor: Anchor = "behaviour"
     """Denominator of r: β (behaviour, default: the constraint covers backward and forward
     lag) or π_T (learner: forward lag only [paper])."""
+    kl_penalty: bool = False
+    """[ours] Add PPO-KL's adaptive penalty c_kl·KL(β‖π_θ) (--ppo-kl.kl-coef, its start,
+    and --ppo-kl.target-kl) to the filtered objective."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -253,6 +253,37 @@ def test_vaco_policy_loss(anchor, kind, delta_case):
     close(g, -(m * r * adv) / logp.size)
 
 
+@pytest.mark.parametrize("anchor", ["learner", "behaviour"])
+def test_vaco_kl_penalty_adds_ppo_kls_adaptive_penalty(anchor):
+    """[ours] `--vaco.kl-penalty`: L = −mean(m·r·Â) + c_kl·mean((ρ − 1) − log ρ), with
+    r = π_θ/anchor (the filter's) and ρ = π_θ/β (the penalty's, always β); c_kl starts at
+    --ppo-kl.kl-coef and doubles when KL̂ > 1.5·d."""
+    logp, logp_learner, logp_behaviour, adv = random_policy_inputs(7, spread=0.4)
+    anchor_logp = logp_learner if anchor == "learner" else logp_behaviour
+    r, rho = np.exp(logp - anchor_logp), np.exp(logp - logp_behaviour)
+    delta = 0.9 * np.mean(0.5 * np.abs(r - 1))  # D ≥ δ: the filter drops samples
+    config = config_with(algo="vaco", ppo_kl=PPOKLConfig(kl_coef=0.4, target_kl=0.01),
+                         vaco=VacoConfig(delta=delta, anchor=anchor, kl_penalty=True))
+    hp = hyperparams_from_config(config)
+    algo = vaco.make(config)
+    state = algo.init_state(hp)
+    close(state["kl_coef"], 0.4)
+    m = vaco_mask_reference(logp - anchor_logp, adv, delta, "batch")
+    assert not m.all()
+    kl = np.mean((rho - 1) - np.log(rho))
+    assert kl > 1.5 * 0.01  # so the adaptive rule doubles
+    batch = make_batch(anchor_logp, logp_behaviour)
+    loss_fn = lambda lp: algo.policy_loss(lp, f32(adv), batch, hp, state, jnp.mean)
+    (loss, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(f32(logp))
+    close(loss, -np.mean(m * r * adv) + 0.4 * kl)
+    close(g, (-(m * r * adv) + 0.4 * (rho - 1)) / logp.size)
+    close(metrics["kl/estimate"], kl)
+    close(metrics["vaco/filtered_fraction"], 1 - m.mean())
+    close(algo.update_state(state, metrics, hp)["kl_coef"], 0.8)
+    plain = vaco.make(config_with(algo="vaco", vaco=VacoConfig(delta=delta, anchor=anchor)))
+    assert plain.init_state(hp) == {}  # off by default: VACO as studied
+
+
 @pytest.mark.parametrize("kind", ["batch", "sample", "none"])
 def test_filtered_surrogate_value_and_gradient(kind):
     logp, anchor, _, adv = random_policy_inputs(6, spread=0.5)
