@@ -251,8 +251,10 @@ ROBUSTNESS_POOLS = {"Held-out": HELD_OUT_ENVS,
                     "Development": DEV_ENVS}
 KINDS = ("training", "greedy")
 SHORT = {"ppo": "PPO-clip(L)", "ppo_kl (learner critic)": "PPO-KL(L)",
-         "spo (learner critic)": "SPO(L)", "vaco": "VACO", "impala": "IMPALA"}
-"""Short names of the learner-critic variants in the robustness tables."""
+         "spo (learner critic)": "SPO(L)", "vaco": "VACO", "impala": "IMPALA",
+         "vaco_kl": "VACO+KL"}
+"""Short names of the learner-critic variants in the robustness tables (and of the
+candidate of experiments/moonshot.py)."""
 
 
 def robustness_results(final: list[dict], envs: Sequence[str],
