@@ -27,8 +27,8 @@ cold Brax run compiles about 22% less, at the same throughput (docs/results/thro
 The numbers are the same up to float rounding (as tests/test_fingerprint.py allows). On
 gymnax envs the option made compiling slower, so they keep XLA's defaults.
 The programs a run calls once or rarely (`RARELY_RUN`: init, evaluation) also compile with
-LLVM's lighter optimisation (`RARELY_RUN_OPTIONS`) on every family: on Brax they compile in
-about 40% less time, at the same speed and bit-identical outputs (tests/test_compilation.py);
+LLVM's lighter optimisation (`RARELY_RUN_OPTIONS`) on every family: on Brax their XLA time
+is about a third less, at the same speed and bit-identical outputs (tests/test_compilation.py);
 the chunk, which runs all the time and whose numbers that level changes, keeps XLA's level.
 ``JAXVACO_XLA_DEFAULTS=1`` keeps XLA's defaults everywhere.
 """
