@@ -94,11 +94,17 @@ def compiler_options(family: str, program: str = "chunk") -> dict[str, bool | in
     if not options or jax.default_backend() != "cpu" or \
             os.environ.get(DEFAULTS_ENV_VAR, "") not in ("", "0", "off"):
         return {}
+    return options if _xla_knows(tuple(sorted(options.items()))) else {}
+
+
+@functools.cache
+def _xla_knows(options: tuple[tuple[str, bool | int], ...]) -> bool:
+    """Whether this XLA compiles with these options: one probe compile per distinct set."""
     try:
-        jax.jit(lambda x: x + 1, compiler_options=options).lower(1.0).compile()
+        jax.jit(lambda x: x + 1, compiler_options=dict(options)).lower(1.0).compile()
     except Exception:  # noqa: BLE001 - an XLA that no longer has the option: its defaults
-        return {}
-    return dict(options)
+        return False
+    return True
 
 
 def resolve_cache_dir(option: str = "auto") -> Path | None:
