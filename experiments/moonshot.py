@@ -82,7 +82,8 @@ def moonshot_sweep(chosen: dict, out: Path, envs: Sequence[str] = HELD_OUT_ENVS,
     `out`/runs."""
     spec = write_spec(chosen, out / "moonshot.toml")
     sweep = experiment_spec(spec, out, envs, seeds)
-    return validate_sweep(dataclasses.replace(sweep, lag_delays=LAGS), str(spec))
+    return validate_sweep(dataclasses.replace(sweep, name="moonshot", lag_delays=LAGS),
+                          str(spec))
 
 
 def comparison_rows(candidate_csv: Path, study_csv: Path = STUDY) -> list[dict]:

@@ -18,6 +18,7 @@ def test_the_sweep_runs_the_chosen_candidate_on_the_held_out_pool(tmp_path):
     chosen = sample_configs("vaco_kl", 24)[5]
     spec = moonshot.moonshot_sweep(chosen, tmp_path)
     assert spec.envs == moonshot.HELD_OUT_ENVS and spec.lag_delays == (0, 16)
+    assert spec.name == "moonshot"  # its run folders: out/runs/moonshot/runs/<cell>
     for cell in cells(spec):
         config, _ = cell_setup(spec, cell, tmp_path)
         assert (config.algo, config.vaco.kl_penalty, config.vaco.critic) == (
