@@ -68,7 +68,7 @@ def candidate_overrides(chosen: dict) -> dict:
 
 def write_spec(chosen: dict, path: Path) -> Path:
     """The fair study's spec (envs, budgets, settings) with the candidate as its only
-    variant; the held-out envs and K ∈ `LAGS` are chosen when it is run (`main`)."""
+    variant; the held-out envs and K ∈ `LAGS` are chosen by `moonshot_sweep`."""
     lines = [SPEC.read_text().rstrip(), "", f"[variants.{json.dumps(CANDIDATE)}]"]
     lines += [f"{key} = {json.dumps(value)}" for key, value in
               candidate_overrides(chosen).items()]
@@ -79,7 +79,7 @@ def write_spec(chosen: dict, path: Path) -> Path:
 def moonshot_sweep(chosen: dict, out: Path, envs: Sequence[str] = HELD_OUT_ENVS,
                    seeds: int | None = None) -> SweepConfig:
     """The candidate's sweep: `write_spec` on `envs` at K ∈ `LAGS`, run folders under
-    `out`/runs."""
+    `out`/runs/moonshot."""
     spec = write_spec(chosen, out / "moonshot.toml")
     sweep = experiment_spec(spec, out, envs, seeds)
     return validate_sweep(dataclasses.replace(sweep, name="moonshot", lag_delays=LAGS),
