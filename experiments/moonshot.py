@@ -28,9 +28,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from experiments.common import experiment_spec, parse_with_retries, run_spec
+from experiments.entropy_swap import level_gap
 from experiments.fair_study import (
     CONFIG_PATHS,
     HELD_OUT_ENVS,
@@ -44,7 +43,6 @@ from experiments.fair_study import (
 )
 from experiments.markdown import table
 from experiments.tune import CANDIDATES
-from jaxvaco.analysis import stats
 from jaxvaco.results import read_results
 from jaxvaco.sweep import SweepConfig, validate_sweep
 
@@ -106,35 +104,12 @@ def complete_envs(final: list[dict]) -> list[str]:
             and seeds(env, CANDIDATE, 0)]
 
 
-def level_difference(final: list[dict], envs: Sequence[str], variant: str, baseline: str,
-                     k: int, kind: str) -> tuple[float, float, float]:
-    r"""Paired level difference at K = k [ours], with its 95% stratified-bootstrap CI:
-
-    .. math:: \bar\Delta = \frac{1}{M} \sum_e \frac{1}{n} \sum_s
-       \big(\mathrm{score}_{variant}[e, s](k) - \mathrm{score}_{baseline}[e, s](k)\big),
-
-    normalised scores paired by seed within each env (every env has the same seeds)."""
-    def by_seed(env: str, name: str) -> dict[int, float]:
-        return {r["seed"]: r[kind] for r in final
-                if (r["env"], r["variant"], r["K"]) == (env, name, k)}
-
-    columns = []
-    for env in envs:
-        a, b = by_seed(env, variant), by_seed(env, baseline)
-        seeds = sorted(a)
-        columns.append(stats.normalize_score(env, np.array([a[s] for s in seeds]))
-                       - stats.normalize_score(env, np.array([b[s] for s in seeds])))
-    diffs = np.array(columns, dtype=np.float64).T  # [seeds, envs]
-    points, cis = stats.stratified_bootstrap_ci({"x": diffs}, {"Mean": stats.mean})
-    return float(points["x"][0]), float(cis["x"][0, 0]), float(cis["x"][1, 0])
-
-
 def verdict(final: list[dict], envs: Sequence[str], results: dict) -> dict:
     """The declared criterion on `envs`: the DiD against PPO-KL(L) at K = 16 and the level
     difference against PPO-clip(L) at K = 0, in training return, and whether each holds."""
     did = results[CANDIDATE, BASELINES[0], "training", LAGS[-1]]
     did = (did.point, *did.ci)
-    level = level_difference(final, envs, CANDIDATE, BASELINES[1], 0, "training")
+    level = level_gap(final, envs, CANDIDATE, BASELINES[1], 0, "training")
     return {"did_vs_ppo_kl": list(did), "keeps_more": did[1] > 0,
             "level_vs_ppo_clip_k0": list(level), "level_matched": level[2] >= 0}
 
@@ -149,7 +124,7 @@ def tables(final: list[dict]) -> tuple[dict[str, list[list[str]]], dict | None]:
     title = f"first held-out pool ({', '.join(envs)})"
     level_rows = [["variant − baseline", "return", "level difference K=0"]]
     for kind in ("training", "greedy"):
-        point, low, high = level_difference(final, envs, CANDIDATE, BASELINES[1], 0, kind)
+        point, low, high = level_gap(final, envs, CANDIDATE, BASELINES[1], 0, kind)
         level_rows.append([f"{SHORT[CANDIDATE]} − {SHORT[BASELINES[1]]}", kind,
                            f"{point:.3f} [{low:.3f}, {high:.3f}]"])
     return ({f"Retention: {title}": retention_rows(final, envs, results, VARIANTS),

@@ -46,11 +46,11 @@ def synthetic_final(rng, shift: dict[tuple[str, int], float], seeds=range(100, 1
     return [rows[i] for i in rng.permutation(len(rows))]
 
 
-def test_level_difference_is_the_mean_over_envs_of_paired_seed_differences():
+def test_the_level_gap_is_the_mean_over_envs_of_paired_seed_differences():
+    """`entropy_swap.level_gap`, which the verdict uses, on rows in shuffled order."""
     rng = np.random.default_rng(0)
     final = synthetic_final(rng, {})
-    point, low, high = moonshot.level_difference(final, ENVS, "vaco_kl", "ppo", 0,
-                                                 "training")
+    point, low, high = moonshot.level_gap(final, ENVS, "vaco_kl", "ppo", 0, "training")
     want = []
     for env in ENVS:
         value = {(r["variant"], r["seed"]): r["training"] for r in final
