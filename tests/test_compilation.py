@@ -73,6 +73,8 @@ def test_second_identical_run_loads_from_the_cache(tmp_path):
     argv = ["train", *TINY, "--results-dir", str(tmp_path / "results"),
             "--compilation-cache", str(cache)]
     jax.clear_caches()  # compile everything, as a fresh process would, whatever ran before
+    compilation.compiler_options.cache_clear()  # and probe XLA's options again
+    compilation._xla_knows.cache_clear()
     assert main([*argv, "--run-name", "first"]) == 0
     assert jax.config.jax_compilation_cache_dir == str(cache.absolute())
     written = cache_files(cache)
