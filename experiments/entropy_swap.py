@@ -31,7 +31,13 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.fair_study import DEV_ENVS, HELD_OUT_BY_DOMAIN, HELD_OUT_ENVS, final_table
+from experiments.fair_study import (
+    DEV_ENVS,
+    HELD_OUT_BY_DOMAIN,
+    HELD_OUT_ENVS,
+    final_table,
+    paired_envs,
+)
 from experiments.markdown import table
 from jaxvaco.analysis import robustness, stats
 from jaxvaco.analysis.tables import format_estimate
@@ -72,12 +78,7 @@ def final_runs(study: Path = STUDY, swap: Path = SWAP) -> list[dict]:
 
 def complete_envs(final: list[dict], envs: tuple[str, ...]) -> list[str]:
     """The envs of `envs` where every variant has the same seeds at K = 0 and K = 16."""
-    def seeds(env, variant, k):
-        return {r["seed"] for r in final if (r["env"], r["variant"], r["K"]) == (env, variant, k)}
-
-    return [env for env in envs
-            if len({frozenset(seeds(env, v, k)) for v in VARIANTS for k in (0, LAG)}) == 1
-            and seeds(env, "vaco", 0)]
+    return paired_envs(final, envs, tuple(VARIANTS), (0, LAG))
 
 
 def level_gap(final: list[dict], envs: list[str], vaco: str, ppo: str, k: int, kind: str

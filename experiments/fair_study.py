@@ -171,6 +171,19 @@ def score_matrix(final: list[dict], variant: str, k: int, envs: list[str],
     return np.array(columns, dtype=np.float64).T
 
 
+def paired_envs(final: list[dict], envs: Sequence[str], variants: Sequence[str],
+                lags: Sequence[int]) -> list[str]:
+    """The envs of `envs` (in their order) where every variant of `variants` has the same,
+    non-empty set of seeds at every K of `lags`: the envs a paired comparison can use."""
+    def seeds(env, variant, k):
+        return frozenset(r["seed"] for r in final
+                         if (r["env"], r["variant"], r["K"]) == (env, variant, k))
+
+    return [env for env in envs
+            if len({seeds(env, v, k) for v in variants for k in lags}) == 1
+            and seeds(env, variants[0], lags[0])]
+
+
 def present_envs(final: list[dict], envs: Sequence[str] = DEV_ENVS + HELD_OUT_ENVS) -> list[str]:
     """The envs of `envs` that `final` has results on, in the order of `envs`."""
     return [e for e in envs if any(r["env"] == e for r in final)]

@@ -24,6 +24,7 @@ from pathlib import Path
 from experiments.fair_study import (
     did_rows,
     final_table,
+    paired_envs,
     retention_rows,
     robustness_env_rows,
     robustness_results,
@@ -40,13 +41,7 @@ LAGS = (0, 16)
 
 def complete_envs(final: list[dict]) -> list[str]:
     """The envs of `ENVS` where every variant has the same seeds at every K of `LAGS`."""
-    def seeds(env, variant, k):
-        return frozenset(r["seed"] for r in final
-                         if (r["env"], r["variant"], r["K"]) == (env, variant, k))
-
-    return [env for env in ENVS
-            if len({seeds(env, v, k) for v in VARIANTS for k in LAGS}) == 1
-            and seeds(env, VARIANTS[0], 0)]
+    return paired_envs(final, ENVS, VARIANTS, LAGS)
 
 
 def held_out_2_tables(final: list[dict]) -> dict[str, list[list[str]]]:

@@ -37,6 +37,7 @@ from experiments.fair_study import (
     SPEC,
     did_rows,
     final_table,
+    paired_envs,
     retention_rows,
     robustness_env_rows,
     robustness_results,
@@ -95,13 +96,7 @@ def comparison_rows(candidate_csv: Path, study_csv: Path = STUDY) -> list[dict]:
 
 def complete_envs(final: list[dict]) -> list[str]:
     """The held-out envs where every variant has the same seeds at every K of `LAGS`."""
-    def seeds(env, variant, k):
-        return frozenset(r["seed"] for r in final
-                         if (r["env"], r["variant"], r["K"]) == (env, variant, k))
-
-    return [env for env in HELD_OUT_ENVS
-            if len({seeds(env, v, k) for v in VARIANTS for k in LAGS}) == 1
-            and seeds(env, CANDIDATE, 0)]
+    return paired_envs(final, HELD_OUT_ENVS, VARIANTS, LAGS)
 
 
 def verdict(final: list[dict], envs: Sequence[str], results: dict) -> dict:
