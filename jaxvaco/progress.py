@@ -84,7 +84,7 @@ def print_summary(config: TrainConfig, run_dir: Path, runs: list[dict], summary:
     console.print(table)
     console.print(f"env steps per run: {int(summary['env_steps'][0]):,}   "
                   f"throughput (after compile): {float(summary['sps']):,.0f} env-steps/s   "
-                  f"results: {run_dir}")
+                  f"results: {run_dir}", soft_wrap=True)
     if "compile_time" in summary:
         console.print(f"compile: {float(summary['compile_time']):.1f} s, "
                       f"{int(summary['compiled_programs'])} programs "

@@ -142,6 +142,19 @@ def test_cell_summary_means_each_k_apart(capsys):
         ["mean", "0", "20.0", "2.0"], ["mean", "8", "200.0", "6.0"]]  # not 110.0 / 4.0
 
 
+def test_cell_summary_keeps_a_long_results_path_on_one_line(capsys, monkeypatch):
+    """The results path stays whole however narrow the terminal (rich would otherwise wrap
+    it mid-path, and a copied path would break)."""
+    from jaxvaco.progress import print_summary
+
+    monkeypatch.setenv("COLUMNS", "60")
+    run_dir = Path("/tmp/pytest-of-someone/pytest-123/a-long-test-name0/results/run")
+    summary = {"train_return": np.array([10.0]), "env_steps": np.array([1024]),
+               "sps": np.array(123456.0)}
+    print_summary(TrainConfig(), run_dir, [{"seed": 0}], summary)
+    assert f"results: {run_dir}" in capsys.readouterr().out
+
+
 def test_vmapped_hyperparameter_equals_the_run_alone(tmp_path):
     """A run of grid {"learning_rate": [1e-3, 3e-3]} equals the same config run alone with
     learning_rate 3e-3. Not bit-exact on CPU: vmapping 2 runs instead of 1 may change
