@@ -50,9 +50,10 @@ class Compiled:
         # over many runs) deterministically hung XLA's CPU runtime here (e.g. 80 runs).
         self.init = jit("init", lambda keys, hp: jax.lax.map(lambda run: trainer.init(*run),
                                                              (keys, hp)), **shard)
-        self.chunk = jit("chunk", jax.vmap(functools.partial(checked_chunk, trainer),
-                                           in_axes=(0, 0, None)))
-        self.evaluate = jit("evaluate", jax.vmap(trainer.evaluate, in_axes=(0, 0, None)))
+        family = trainer.spec.family
+        self.chunk = jit("chunk", over_runs(functools.partial(checked_chunk, trainer),
+                                            (family, "chunk") not in VMAPPED_SINGLE_RUN))
+        self.evaluate = jit("evaluate", over_runs(trainer.evaluate))
         self.programs = programs
 
     def compile_ahead(self, keys: jax.Array, hp: Hyperparams) -> TrainState | None:
@@ -65,6 +66,37 @@ class Compiled:
         self.chunk.compile_ahead(state, hp, jnp.int32(1))
         self.evaluate.compile_ahead(state, keys, True)
         return state
+
+
+VMAPPED_SINGLE_RUN = {("brax", "chunk")}
+"""(family, program) pairs whose single run stays under the vmap: unbatched, a Brax chunk
+compiled with `jaxvaco.compilation.CPU_COMPILER_OPTIONS` ran about 30% slower on the CPU
+(inverted_pendulum, 2026-12-07)."""
+
+
+def over_runs(function: Any, single_run_unbatched: bool = True) -> Any:
+    """`function(batched, batched, shared)` over the runs: `jax.vmap` over the leading axis
+    of the first two arguments, except that a single run is computed unbatched (its axis
+    of 1 taken off the inputs and put back on the outputs) unless `single_run_unbatched`
+    is False.
+
+    [ours] Unbatched, one run's program traces in about half the time and compiles
+    faster (brax's physics or a MinAtar game under one more vmap is most of the tracing),
+    and it computes exactly what `jax.jit(function)` of that run computes, the path the
+    fingerprints record. It is not bit-identical to the same run vmapped with others:
+    batching changes XLA's float reduction order, as it does between any two numbers of
+    runs."""
+    batched = jax.vmap(function, in_axes=(0, 0, None))
+    if not single_run_unbatched:
+        return batched
+
+    def call(first: Any, second: Any, shared: Any) -> Any:
+        if {leaf.shape[0] for leaf in jax.tree.leaves((first, second))} != {1}:
+            return batched(first, second, shared)
+        first, second = jax.tree.map(lambda x: x[0], (first, second))
+        return jax.tree.map(lambda x: x[None], function(first, second, shared))
+
+    return call
 
 
 def checked_chunk(trainer: Trainer, state: TrainState, hp: Hyperparams, n: jax.Array

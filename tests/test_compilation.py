@@ -4,6 +4,7 @@ program, and importing only what the environment family needs."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import subprocess
 import sys
@@ -286,6 +287,42 @@ def test_chunk_carries_its_finite_check_and_changes_no_number(tmp_path):
     assert host_finite(poisoned.params).tolist() == [False, True]
     _, _, finite = compiled.chunk(poisoned, hp, jnp.int32(1))
     assert finite.tolist() == [False, True]
+
+
+def test_one_run_is_computed_unbatched_exactly_as_jit_computes_it(tmp_path):
+    """A single run's chunk and evaluation equal `jax.jit` of the unbatched functions on
+    that run bit for bit (the fingerprints' path; a vmap over one run need not: batching
+    changes XLA's float reduction order). Two runs still go through the vmap: they equal
+    those runs under `jax.vmap`."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxvaco.compiled import Compiled, checked_chunk
+    from jaxvaco.grid import expand_runs
+    from jaxvaco.train import make_train
+
+    def leaves_equal(a, b) -> bool:
+        return all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b),
+                                                       strict=True))
+
+    first = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
+    for seeds in (1, 2):
+        config = dataclasses.replace(tiny(tmp_path, "one"), num_seeds=seeds)
+        _, keys, hp = expand_runs(config)
+        trainer = make_train(config)
+        compiled = Compiled(trainer)
+        state = compiled.init(keys, hp)
+        chunk = compiled.chunk(state, hp, jnp.int32(2))
+        returns = compiled.evaluate(state, keys, True)
+        if seeds == 1:
+            alone = jax.jit(functools.partial(checked_chunk, trainer))
+            assert leaves_equal(first(chunk), alone(first(state), first(hp), jnp.int32(2)))
+            assert np.array_equal(returns[0], jax.jit(trainer.evaluate, static_argnums=2)(
+                first(state), keys[0], True))
+        else:
+            vmapped = jax.jit(jax.vmap(functools.partial(checked_chunk, trainer),
+                                       in_axes=(0, 0, None)))
+            assert leaves_equal(chunk, vmapped(state, hp, jnp.int32(2)))
 
 
 def test_compile_clock_reports_phases_by_program_name():
