@@ -44,6 +44,7 @@ from experiments.fair_study import (
 )
 from experiments.markdown import table
 from experiments.tune import CANDIDATES
+from jaxvaco.analysis.tables import format_estimate
 from jaxvaco.results import read_results
 from jaxvaco.sweep import SweepConfig, validate_sweep
 
@@ -119,9 +120,9 @@ def tables(final: list[dict]) -> tuple[dict[str, list[list[str]]], dict | None]:
     title = f"first held-out pool ({', '.join(envs)})"
     level_rows = [["variant − baseline", "return", "level difference K=0"]]
     for kind in ("training", "greedy"):
-        point, low, high = level_gap(final, envs, CANDIDATE, BASELINES[1], 0, kind)
         level_rows.append([f"{SHORT[CANDIDATE]} − {SHORT[BASELINES[1]]}", kind,
-                           f"{point:.3f} [{low:.3f}, {high:.3f}]"])
+                           format_estimate(level_gap(final, envs, CANDIDATE, BASELINES[1], 0,
+                                                     kind), 3)])
     return ({f"Retention: {title}": retention_rows(final, envs, results, VARIANTS),
              f"DiD: {title}": did_rows(results, VARIANTS, BASELINES),
              f"Level at K = 0: {title}": level_rows,
