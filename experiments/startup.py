@@ -12,7 +12,7 @@ and reports medians and ratios (shared CPUs are noisy: the ratio is the result):
     python experiments/startup.py --programs --json programs.json  # compile time by program
 
 The README's start-up tables are the `startup` claim (experiments/claims/registry.py), which runs
-this script with `--repeats 3 --default-job --json` and records medians, ratios, the load
+this script with `--repeats 7 --default-job --json` and records medians, ratios, the load
 average at the start and the end, and the breakdown in experiments/results/claims.json;
 re-measure (on an idle CPU) and re-render with
 

@@ -88,7 +88,7 @@ CLAIMS = [
     Claim("startup", "whole process, `jaxvaco train` vs the reference: reference / jaxvaco "
           "wall time, cold and warm compilation cache, and the default job warm", runs.STARTUP,
           "speed", "cold, warm and default-job ratios (reference / jaxvaco) each within "
-          "0.8–1.25× of the recorded ones; measure on an idle CPU", False, 5,
+          "0.8–1.25× of the recorded ones; measure on an idle CPU", False, 9,
           runs.measure_startup, startup_band(0.8, 1.25), show_startup),
     Claim("compile-programs", "cold `jaxvaco train` of each family's default job, shortened "
           "(CartPole-v1, Breakout-MinAtar, Brax inverted_pendulum): compile seconds (wall) "

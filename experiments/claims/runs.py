@@ -125,7 +125,7 @@ def measure_throughput(which: str) -> Callable[[Context], dict]:
 
 # --------------------------------------------------------------------- start-up claim
 
-STARTUP = "python experiments/startup.py --repeats 3 --default-job"
+STARTUP = "python experiments/startup.py --repeats 7 --default-job"
 
 
 def startup_value(result: dict) -> dict:
