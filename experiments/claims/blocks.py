@@ -386,11 +386,10 @@ def async_pays(record: dict) -> str:
         record, ("async-pays",), "experiments/results/async_pays/async_pays.json"))
 
 
-def held_out_2(record: dict) -> str:
-    parts = [f"**{title}**\n\n" + table(rows)
-             for title, rows in record["held-out-2"]["value"].items()]
-    return "\n\n".join(parts) + footer(
-        record, ("held-out-2",), "experiments/results/held_out_2/held_out_2/results.csv")
+def titled_tables(record: dict, claim: str, data: str) -> str:
+    """A claim whose value is {title: rows}: each table under its bold title."""
+    parts = [f"**{title}**\n\n" + table(rows) for title, rows in record[claim]["value"].items()]
+    return "\n\n".join(parts) + footer(record, (claim,), data)
 
 
 BLOCKS: dict[str, Callable[[dict], str]] = {
@@ -403,5 +402,9 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "ablation-robustness": ablation_robustness, "ablation-matched-tv": ablation_matched_tv,
     "entropy-swap": entropy_swap, "async-validation": async_validation,
     "async-pays": async_pays, "compile-programs": compile_programs,
-    "sweep-compile": sweep_compile, "held-out-2": held_out_2,
+    "sweep-compile": sweep_compile,
+    "held-out-2": functools.partial(titled_tables, claim="held-out-2",
+                                    data="experiments/results/held_out_2/held_out_2/results.csv"),
+    "moonshot": functools.partial(titled_tables, claim="moonshot",
+                                  data="experiments/results/moonshot/moonshot.csv"),
 }
