@@ -29,15 +29,25 @@
 #               metrics without checkpoints (fair_study_runs.tar.gz: `tar xzf ... -C
 #               experiments/results/fair_study` here, and the same fair_study command run
 #               here appends the finished cells' rows without rerunning them)
+#   heldout2    (not in the default STEPS) the second held-out pool's remaining cells
+#               (experiments/held_out_2.py --run, envs HO2_ENVS), appended to a copy of the
+#               committed results.csv; back come held_out_2_results.csv (the committed rows
+#               and the new ones: copy it over experiments/results/held_out_2/held_out_2/
+#               results.csv here) and held_out_2_summary.md
+#   scaling     (not in the default STEPS; issue 37 item 4) experiments/scaling.py on
+#               CartPole-v1: envs SCALING_ENVS with 1 seed, seeds SCALING_SEEDS with
+#               SCALING_SEED_ENVS envs each; back come scaling.csv and scaling.png
 # Knobs (environment variables before the command): DEADLINE, STEPS (names above), NUM_ENVS,
 # TOTAL, MINATAR_TOTAL, REPEATS, SEEDS, BRAX_ENV, BRAX_ENVS, BRAX_TOTAL, FS_ENVS,
-# FS_VARIANTS, FS_ARGS, PYTHON.
+# FS_VARIANTS, FS_ARGS, HO2_ENVS, HO2_ARGS, SCALING_ENVS, SCALING_SEEDS, SCALING_SEED_ENVS,
+# SCALING_TARGET, PYTHON.
 #
 # What comes back under $OUT (the tool returns at most 8 files; pick STEPS so that at most 8
 # are written):
 #   log.txt  env.txt  throughput_cartpole.json  throughput_minatar.json
 #   throughput_brax.json
 #   study.csv  summary.md  fair_study_runs.tar.gz (fairstudy)
+#   held_out_2_results.csv  held_out_2_summary.md (heldout2)  scaling.csv  scaling.png
 # The last lines printed are a summary table (the tool's output_tail holds them).
 #
 # Ran on an H200 on 2026-12-04 as
@@ -107,6 +117,13 @@ FS_ENVS=${FS_ENVS:-hopper inverted_double_pendulum reacher}
 FS_VARIANTS=${FS_VARIANTS:-ppo,vaco}  # comma-separated labels (some hold spaces)
 FS_ARGS=${FS_ARGS:-}  # e.g. "--seeds 2 --steps 8192" for a dry run
 FSDIR=/tmp/gpu_check_fair_study
+HO2_ENVS=${HO2_ENVS:-walker2d ant halfcheetah}
+HO2_ARGS=${HO2_ARGS:-}  # e.g. "--seeds 2 --steps 8192" for a dry run
+HO2DIR=/tmp/gpu_check_held_out_2
+SCALING_ENVS=${SCALING_ENVS:-256 2048 16384 65536}
+SCALING_SEEDS=${SCALING_SEEDS:-1 4 16 64}
+SCALING_SEED_ENVS=${SCALING_SEED_ENVS:-2048}
+SCALING_TARGET=${SCALING_TARGET:-2e7}
 SITE=/tmp/site
 
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 MPLBACKEND=Agg TF_CPP_MIN_LOG_LEVEL=1
@@ -217,6 +234,23 @@ if want fairstudy; then
         [[ -d $FSDIR/runs ]] && tar czf "$OUT/fair_study_runs.tar.gz" -C "$FSDIR" \
             --exclude=checkpoints runs
     done
+fi
+
+if want heldout2; then
+    rm -rf "$HO2DIR" && mkdir -p "$HO2DIR"
+    cp experiments/results/held_out_2/held_out_2/results.csv "$HO2DIR/results.csv"
+    # shellcheck disable=SC2086
+    step heldout2 600 "$PY" -m experiments.held_out_2 --run --envs $HO2_ENVS \
+        --data "$HO2DIR/results.csv" --out "$HO2DIR" $HO2_ARGS
+    cp "$HO2DIR/results.csv" "$OUT/held_out_2_results.csv"
+    [[ -f $HO2DIR/summary.md ]] && cp "$HO2DIR/summary.md" "$OUT/held_out_2_summary.md"
+fi
+
+if want scaling; then
+    # shellcheck disable=SC2086
+    step scaling 300 "$PY" experiments/scaling.py --only CartPole-v1 --envs $SCALING_ENVS \
+        --seeds $SCALING_SEEDS --seed-envs "$SCALING_SEED_ENVS" \
+        --target-steps "$SCALING_TARGET" --out "$OUT"
 fi
 
 {

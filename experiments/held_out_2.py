@@ -10,8 +10,14 @@ This script reports what the fair study's robustness tables report
 far, the levels (mean over envs [95% CI] and IQM) and retention at K = 16, the DiDs
 against PPO-clip(L) and PPO-KL(L), and the same per environment.
 
-    python -m jaxvaco sweep experiments/sweeps/held_out_2.toml   # the runs (resumable)
-    python -m experiments.held_out_2                             # summary.md from them
+    python -m experiments.held_out_2 --run    # the runs (resumable), then summary.md
+    python -m experiments.held_out_2          # summary.md from the committed results.csv
+
+`--run` runs the spec's cells under experiments/results/held_out_2/runs/ (ignored by git)
+and appends each finished (env, variant) cell's rows to the committed results.csv,
+skipping the cells it holds already (`experiments.common.run_spec`). Do not run the spec
+with `jaxvaco sweep` into the committed folder: a sweep rewrites its results.csv from the
+cells complete in its own run folders, which a fresh checkout does not have.
 
 Environments where some variant has not finished both K are left out and named.
 """
@@ -19,8 +25,10 @@ Environments where some variant has not finished both K are left out and named.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
+from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
 from experiments.fair_study import (
     did_rows,
     final_table,
@@ -31,9 +39,11 @@ from experiments.fair_study import (
 )
 from experiments.markdown import table
 from jaxvaco.results import read_results
+from jaxvaco.sweep import SweepConfig
 
 RESULTS = Path(__file__).resolve().parent / "results" / "held_out_2"
 DATA = RESULTS / "held_out_2" / "results.csv"
+SPEC = SWEEPS / "held_out_2.toml"
 ENVS = ("Seaquest-MinAtar", "walker2d", "ant", "halfcheetah")
 VARIANTS = ("vaco", "ppo", "ppo_kl (learner critic)")
 LAGS = (0, 16)
@@ -74,14 +84,29 @@ def summary(final: list[dict]) -> str:
     return "\n".join(out)
 
 
+def held_out_2_sweep(out: Path, envs: Sequence[str] | None = None, seeds: int | None = None,
+                     steps: int | None = None) -> SweepConfig:
+    """The spec's sweep with its run folders under `out`/runs/held_out_2 (apart from the
+    results CSV that `run_spec` appends to); `envs`, `seeds`, `steps` for a subset or a
+    dry run."""
+    return experiment_spec(SPEC, out, envs, seeds, steps)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA, help="the sweep's results.csv")
+    parser.add_argument("--run", action="store_true",
+                        help="run the cells results.csv does not hold yet, then summarise")
+    parser.add_argument("--envs", nargs="+", choices=ENVS, help="with --run: only these")
+    parser.add_argument("--seeds", type=int, help="with --run: default the spec's (16)")
+    parser.add_argument("--steps", type=int, help="with --run: env steps per run (dry runs)")
+    parser.add_argument("--data", type=Path, default=DATA, help="the pool's results.csv")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
+    args = parse_with_retries(parser, "experiments.held_out_2")
+    if args.run:
+        run_spec(held_out_2_sweep(args.out, args.envs, args.seeds, args.steps), args.data)
     if not args.data.exists():
-        raise SystemExit(f"{args.data} does not exist: run `python -m jaxvaco sweep "
-                         "experiments/sweeps/held_out_2.toml` first")
+        raise SystemExit(f"{args.data} does not exist: run `python -m experiments.held_out_2 "
+                         "--run` first")
     text = summary(final_table(read_results(args.data)))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.md").write_text(text + "\n")

@@ -144,8 +144,8 @@ CLAIMS = [
           data.measure_entropy_swap, same, show_table, "dfe2af5"),
     Claim("held-out-2", "the second held-out pool (declared in e23be9b) so far: retention and "
           "difference in differences of VACO, PPO-clip(L) and PPO-KL(L) at K = 16 [95% CI], "
-          "over the environments complete", "python -m jaxvaco sweep "
-          "experiments/sweeps/held_out_2.toml, then python -m experiments.held_out_2", "data",
+          "over the environments complete", "python -m experiments.held_out_2 --run, then "
+          "python -m experiments.held_out_2", "data",
           "recomputed from the committed results.csv: identical", True, 0.2,
           data.measure_held_out_2, same, show_table, "708aab7, 5aaad8c, 4d9a158"),
     Claim("moonshot", "the search for an update that keeps more under lag (declared in "
