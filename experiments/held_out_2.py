@@ -85,11 +85,12 @@ def summary(final: list[dict]) -> str:
 
 
 def held_out_2_sweep(out: Path, envs: Sequence[str] | None = None, seeds: int | None = None,
-                     steps: int | None = None) -> SweepConfig:
+                     steps: int | None = None, variants: Sequence[str] | None = None
+                     ) -> SweepConfig:
     """The spec's sweep with its run folders under `out`/runs/held_out_2 (apart from the
-    results CSV that `run_spec` appends to); `envs`, `seeds`, `steps` for a subset or a
-    dry run."""
-    return experiment_spec(SPEC, out, envs, seeds, steps)
+    results CSV that `run_spec` appends to); `envs`, `seeds`, `steps`, `variants` for a
+    subset or a dry run."""
+    return experiment_spec(SPEC, out, envs, seeds, steps, variants)
 
 
 def main() -> None:
@@ -97,13 +98,15 @@ def main() -> None:
     parser.add_argument("--run", action="store_true",
                         help="run the cells results.csv does not hold yet, then summarise")
     parser.add_argument("--envs", nargs="+", choices=ENVS, help="with --run: only these")
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, help="with --run: only these")
     parser.add_argument("--seeds", type=int, help="with --run: default the spec's (16)")
     parser.add_argument("--steps", type=int, help="with --run: env steps per run (dry runs)")
     parser.add_argument("--data", type=Path, default=DATA, help="the pool's results.csv")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parse_with_retries(parser, "experiments.held_out_2")
     if args.run:
-        run_spec(held_out_2_sweep(args.out, args.envs, args.seeds, args.steps), args.data)
+        run_spec(held_out_2_sweep(args.out, args.envs, args.seeds, args.steps, args.variants),
+                 args.data)
     if not args.data.exists():
         raise SystemExit(f"{args.data} does not exist: run `python -m experiments.held_out_2 "
                          "--run` first")
