@@ -149,11 +149,11 @@ CLAIMS = [
           "recomputed from the committed results.csv: identical", True, 0.2,
           data.measure_held_out_2, same, show_table, "708aab7, 5aaad8c, 4d9a158"),
     Claim("moonshot", "the search for an update that keeps more under lag (declared in "
-          "cf09904): VACO+KL against PPO-KL(L) and PPO-clip(L) over the held-out envs "
-          "complete so far: retention, DiD at K = 16 and the K = 0 level [95% CI], per env, "
+          "cf09904): VACO+KL against PPO-KL(L) and PPO-clip(L) on the first held-out pool: "
+          "retention, DiD at K = 16 and the K = 0 level [95% CI], per env, "
           "and the declared criterion", "python -m experiments.moonshot", "data",
           "recomputed from the committed moonshot.csv and study.csv: identical", True, 0.2,
-          data.measure_moonshot, same, show_table, "ef5b2f2, ca6d15e"),
+          data.measure_moonshot, same, show_table, "ef5b2f2, ca6d15e, 4b7b8d9"),
     Claim("gpu-throughput", "throughput ratios on an NVIDIA H200 (2048 envs, 2e7 steps)",
           "bash experiments/gpu_check.sh (device machine; step 'cartpole')", "data",
           "read from the committed throughput_cartpole.json: identical (no GPU in CI)", True,
