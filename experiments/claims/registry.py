@@ -147,7 +147,8 @@ CLAIMS = [
           "over the environments complete", "python -m experiments.held_out_2 --run, then "
           "python -m experiments.held_out_2", "data",
           "recomputed from the committed results.csv: identical", True, 0.2,
-          data.measure_held_out_2, same, show_table, "708aab7, 5aaad8c, 4d9a158"),
+          data.measure_held_out_2, same, show_table,
+          "708aab7, 5aaad8c, 4d9a158, ba8e292, dd18bab, d7b9d3b"),
     Claim("moonshot", "the search for an update that keeps more under lag (declared in "
           "cf09904): VACO+KL against PPO-KL(L) and PPO-clip(L) on the first held-out pool: "
           "retention, DiD at K = 16 and the K = 0 level [95% CI], per env, "
