@@ -123,12 +123,24 @@ def tables(final: list[dict]) -> tuple[dict[str, list[list[str]]], dict | None]:
         level_rows.append([f"{SHORT[CANDIDATE]} − {SHORT[BASELINES[1]]}", kind,
                            format_estimate(level_gap(final, envs, CANDIDATE, BASELINES[1], 0,
                                                      kind), 3)])
+    result = verdict(final, envs, results)
     return ({f"Retention: {title}": retention_rows(final, envs, results, VARIANTS),
              f"DiD: {title}": did_rows(results, VARIANTS, BASELINES),
              f"Level at K = 0: {title}": level_rows,
              f"Per environment, K = {LAGS[-1]}: {title}": robustness_env_rows(
-                 results, envs, LAGS[-1], VARIANTS, BASELINES)},
-            verdict(final, envs, results))
+                 results, envs, LAGS[-1], VARIANTS, BASELINES),
+             "Declared criterion, over the complete environments": criterion_rows(result)},
+            result)
+
+
+def criterion_rows(result: dict) -> list[list[str]]:
+    """The declared criterion (`verdict`): each half's statistic and whether it holds."""
+    return [["declared criterion", "statistic (training return)", "holds"],
+            [f"DiD {SHORT[CANDIDATE]} − {SHORT[BASELINES[0]]} at K = {LAGS[-1]} > 0, CI "
+             "excluding 0", format_estimate(result["did_vs_ppo_kl"], 3),
+             str(result["keeps_more"])],
+            [f"level {SHORT[CANDIDATE]} − {SHORT[BASELINES[1]]} at K = 0: CI's upper end ≥ 0",
+             format_estimate(result["level_vs_ppo_clip_k0"], 3), str(result["level_matched"])]]
 
 
 def summary(final: list[dict]) -> str:
@@ -142,12 +154,8 @@ def summary(final: list[dict]) -> str:
            "--summary-only`."]
     if missing:
         out += ["", f"Not complete yet (left out): {', '.join(missing)}."]
-    found, result = tables(final)
-    for title, rows in found.items():
+    for title, rows in tables(final)[0].items():
         out += ["", f"**{title}**", "", table(rows)]
-    if result is not None:
-        out += ["", f"Declared criterion: keeps more than PPO-KL(L): {result['keeps_more']}; "
-                f"K = 0 level not below PPO-clip(L): {result['level_matched']}."]
     return "\n".join(out)
 
 

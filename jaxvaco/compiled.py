@@ -53,7 +53,8 @@ class Compiled:
         family = trainer.spec.family
         self.chunk = jit("chunk", over_runs(functools.partial(checked_chunk, trainer),
                                             (family, "chunk") not in VMAPPED_SINGLE_RUN))
-        self.evaluate = jit("evaluate", over_runs(trainer.evaluate))
+        self.evaluate = jit("evaluate", over_runs(
+            trainer.evaluate, (family, "evaluate") not in VMAPPED_SINGLE_RUN))
         self.programs = programs
 
     def compile_ahead(self, keys: jax.Array, hp: Hyperparams) -> TrainState | None:
