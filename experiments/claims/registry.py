@@ -148,7 +148,7 @@ CLAIMS = [
           "python -m experiments.held_out_2", "data",
           "recomputed from the committed results.csv: identical", True, 0.2,
           data.measure_held_out_2, same, show_table,
-          "708aab7, 5aaad8c, 4d9a158, ba8e292, dd18bab, d7b9d3b"),
+          "708aab7, 5aaad8c, 4d9a158, ba8e292, dd18bab, d7b9d3b, bd8a0d6, c7d6b01, 81f53fe"),
     Claim("moonshot", "the search for an update that keeps more under lag (declared in "
           "cf09904): VACO+KL against PPO-KL(L) and PPO-clip(L) on the first held-out pool: "
           "retention, DiD at K = 16 and the K = 0 level [95% CI], per env, "
