@@ -48,6 +48,7 @@ from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_
 from experiments.markdown import table
 from jaxvaco.analysis import lag_plots, plots, robustness, stats
 from jaxvaco.analysis.tables import format_estimate, format_number
+from jaxvaco.config import option_path
 from jaxvaco.results import last_evaluated, read_results, write_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "fair_study"
@@ -60,10 +61,13 @@ DEV_ENVS = ("CartPole-v1", "Acrobot-v1", "Breakout-MinAtar")
 HELD_OUT_BY_DOMAIN = {"MinAtar": ("Asterix-MinAtar", "SpaceInvaders-MinAtar", "Freeway-MinAtar"),
                       "Brax": ("hopper", "inverted_double_pendulum", "reacher")}
 HELD_OUT_ENVS = HELD_OUT_BY_DOMAIN["MinAtar"] + HELD_OUT_BY_DOMAIN["Brax"]
-CONFIG_PATHS = {"update_epochs": "update_epochs", "num_minibatches": "num_minibatches",
-                "learning_rate": "learning_rate", "ent_coef": "ent_coef",
-                "clip_coef": "clip_coef", "target_kl": "ppo_kl.target_kl",
-                "delta": "vaco.delta"}
+"""The held-out environments (issue 11), declared on 2026-12-03 with their reference scores
+(`jaxvaco.analysis.stats.REFERENCE_SCORES`; random returns measured by
+`python -m experiments.random_scores`) before any agent ran on them."""
+TUNED_OPTIONS = ("update_epochs", "num_minibatches", "learning_rate", "ent_coef", "clip_coef",
+                 "target_kl", "delta")
+"""The options of the tuning search's chosen.json that a variant sets (`option_path` gives
+each one's field: delta -> vaco.delta)."""
 TREATMENT = "vaco"
 MOVEMENT_LAG = 16
 """The lag whose policy movement (`movement_rows`) the summary reports."""
@@ -84,8 +88,8 @@ def tuned_variants(chosen: dict[str, dict]) -> dict[str, dict]:
     tuned with, and each algorithm of OTHER_CRITIC with its other critic."""
     variants = {}
     for algo, values in chosen.items():
-        overrides = {"algo": algo, **{CONFIG_PATHS[k]: v for k, v in values.items()
-                                      if k in CONFIG_PATHS}}
+        overrides = {"algo": algo, **{option_path(algo, k): v for k, v in values.items()
+                                      if k in TUNED_OPTIONS}}
         if algo in TUNED_CRITIC:
             overrides[f"{algo}.critic"] = TUNED_CRITIC[algo]
         variants[algo] = overrides

@@ -32,7 +32,7 @@ import json
 from pathlib import Path
 
 from experiments import llm_report
-from jaxvaco.config import LLMConfig
+from jaxvaco.llm.config import LLMConfig
 from jaxvaco.results import write_results
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -31,10 +31,10 @@ from pathlib import Path
 from experiments.common import experiment_spec, parse_with_retries, run_spec
 from experiments.entropy_swap import level_gap
 from experiments.fair_study import (
-    CONFIG_PATHS,
     HELD_OUT_ENVS,
     SHORT,
     SPEC,
+    TUNED_OPTIONS,
     did_rows,
     final_table,
     paired_envs,
@@ -45,6 +45,7 @@ from experiments.fair_study import (
 from experiments.markdown import table
 from experiments.tune import CANDIDATES
 from jaxvaco.analysis.tables import format_estimate
+from jaxvaco.config import option_path
 from jaxvaco.results import read_results
 from jaxvaco.sweep import SweepConfig, validate_sweep
 
@@ -63,7 +64,7 @@ def candidate_overrides(chosen: dict) -> dict:
     options and every tuned value)."""
     algorithm, own = CANDIDATES[CANDIDATE]
     return {"algo": algorithm, **own,
-            **{CONFIG_PATHS[k]: v for k, v in chosen.items() if k in CONFIG_PATHS}}
+            **{option_path(algorithm, k): v for k, v in chosen.items() if k in TUNED_OPTIONS}}
 
 
 def write_spec(chosen: dict, path: Path) -> Path:

@@ -1,4 +1,4 @@
-"""Delayed parameter sync across devices: sweep the sync interval S (spec §1.1).
+"""Delayed parameter sync across devices: sweep the sync interval S (docs/concepts/spec.md §1.1).
 
 PPO on CartPole-v1, data-parallel over D simulated CPU devices; the actors on each device
 refresh their parameters from the learner every S iterations (staggered, like

@@ -1,8 +1,9 @@
-"""Choose VACO's defaults by experiment (spec §3.2), before the main lag sweep.
+"""Choose VACO's defaults by experiment (docs/concepts/spec.md §3.2), before the main lag sweep.
 
-Stage `prototype` reproduces the prototype table of spec §3.2 with this implementation:
-CartPole-v1, 16 envs × 128 steps, 4 epochs × 4 minibatches of whole trajectories,
-lr 2.5e-4 annealed, 500k steps, `fixed` lag K ∈ {0, 4, 16}, greedy evaluation at the end.
+Stage `prototype` reproduces the prototype table of docs/concepts/spec.md §3.2 with this
+implementation: CartPole-v1, 16 envs × 128 steps, 4 epochs × 4 minibatches of whole
+trajectories, lr 2.5e-4 annealed, 500k steps, `fixed` lag K ∈ {0, 4, 16}, greedy evaluation
+at the end.
 
 Stage `diagnose` tests the explanation of the prototype's failure (see the README): the
 per-minibatch normalisation of ρ-weighted advantages.

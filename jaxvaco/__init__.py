@@ -1,37 +1,33 @@
 """jaxvaco: fully jitted on-policy RL in JAX for studying and beating policy lag.
 
 Entry points: `TrainConfig` (typed configuration; `LLMConfig` for the LLM trainer,
-`jaxvaco.llm.run`), `make_train` (pure jitted functions),
+`jaxvaco.llm.run`), `register_algorithm` (an `AlgorithmSpec` declared in your own code;
+`jaxvaco.algos.spec`), `make_train` (pure jitted functions),
 `run` (the host loop that trains, evaluates and writes results), `load_policy` (a trained
 policy from a run directory or an export, to act with), `make_env` (batched,
 auto-resetting copies of an environment by name).
 """
 
-from jaxvaco.config import ConfigError, LLMConfig, TrainConfig
+import importlib
+
+from jaxvaco.errors import ConfigError
+from jaxvaco.llm.config import LLMConfig
 
 __version__ = "0.1.0"
 
+LAZY = {"TrainConfig": "jaxvaco.config", "register_algorithm": "jaxvaco.config",
+        "AlgorithmSpec": "jaxvaco.algos.spec", "make_train": "jaxvaco.train",
+        "run": "jaxvaco.runner", "make_env": "jaxvaco.envs", "load_policy": "jaxvaco.policy"}
+"""The names imported on first use, from their modules: they load JAX, and `python -m
+jaxvaco` installs its signal handlers before that (`jaxvaco.process`). `TrainConfig` is read
+anew at each use: `register_algorithm` rebuilds it."""
+
 
 def __getattr__(name):
-    if name == "make_train":
-        from jaxvaco.train import make_train
-
-        return make_train
-    if name == "run":
-        from jaxvaco.runner import run
-
-        return run
-    if name == "make_env":
-        from jaxvaco.envs import make_env
-
-        return make_env
-    if name == "load_policy":
-        from jaxvaco.policy import load_policy
-
-        return load_policy
-    raise AttributeError(name)
+    if name not in LAZY:
+        raise AttributeError(f"module 'jaxvaco' has no attribute {name!r}")
+    return getattr(importlib.import_module(LAZY[name]), name)
 
 
-__all__ = ["ConfigError", "LLMConfig", "TrainConfig", "load_policy", "make_env", "make_train",
-           "run",
-           "__version__"]
+__all__ = ["AlgorithmSpec", "ConfigError", "LLMConfig", "TrainConfig", "load_policy",
+           "make_env", "make_train", "register_algorithm", "run", "__version__"]

@@ -37,7 +37,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from jaxvaco.config import RunFileError
+from jaxvaco.errors import RunFileError
+from jaxvaco.run_folder import RunFolder
 
 DIGEST = "jaxvaco_digest.json"
 UNSEALED = ("_CHECKPOINT_METADATA", DIGEST)
@@ -190,8 +191,8 @@ class Checkpointer:
                      "damaged from written for another configuration")
         else:
             proof = ("its files match the digest written when it was saved, so it is intact "
-                     "and was written for another configuration (config.json or runs.json "
-                     "edited?)")
+                     f"and was written for another configuration ({RunFolder.CONFIG} or "
+                     f"{RunFolder.RUNS} edited?)")
         earlier = [s for s in self.steps() if s < step]
         fallback = (f"; if it is damaged, delete {step_dir} to continue from checkpoint "
                     f"{earlier[-1]}" if earlier and damaged is None else "")

@@ -12,8 +12,9 @@ from jaxvaco.commands.export import export_command
 from jaxvaco.commands.plot import plot_command
 from jaxvaco.commands.sweep import sweep_command
 from jaxvaco.commands.train import train_command
+from jaxvaco.run_folder import ExportFolder, RunFolder
 
-USAGE = """usage: jaxvaco COMMAND [options]
+USAGE = f"""usage: jaxvaco COMMAND [options]
 
 commands:
   train   train one algorithm on one environment, many seeds in one program
@@ -23,10 +24,10 @@ commands:
   plot    print a sweep's (or a run's) results table and plot it: learning curves,
           return, retention and TV against lag, aggregate intervals, as PNG and PDF
   eval    roll a trained policy out in fresh environments: episode returns per run,
-          mean [95% CI], into RUN/eval.json; --video FILE.gif|.mp4 renders an episode
+          mean [95% CI], into RUN/{RunFolder.EVALUATION}; --video FILE.gif|.mp4 renders an episode
           (jaxvaco eval RUN [--run I] [--episodes N] [--stochastic] [--checkpoint STEP]
           [--video FILE] [--seed S])
-  export  write one run's policy (parameters + manifest.json) to a folder that
+  export  write one run's policy (parameters + {ExportFolder.MANIFEST}) to a folder that
           jaxvaco.load_policy reads without the training state
           (jaxvaco export RUN --out DIR [--run I] [--checkpoint STEP])
   envs    list the environments by family, with their action and observation shapes

@@ -72,7 +72,7 @@ class Compiled:
 VMAPPED_SINGLE_RUN = {("brax", "chunk")}
 """(family, program) pairs whose single run stays under the vmap: unbatched, a Brax chunk
 compiled with `jaxvaco.compilation.CPU_COMPILER_OPTIONS` ran about 30% slower on the CPU
-(inverted_pendulum, 2026-12-07)."""
+(inverted_pendulum; docs/results/throughput.md)."""
 
 
 def over_runs(function: Any, single_run_unbatched: bool = True) -> Any:

@@ -1,10 +1,10 @@
 """Typed, validated configuration for every jaxvaco run.
 
-The dataclasses here (and their option groups in `jaxvaco.option_groups`) are the single
-source of truth for the CLI (tyro turns each field into a flag: `--num-envs`,
-`--lag.max-delay`, `--vaco.delta`, ...) and for the Python API. `jaxvaco.validation.validate
-(config)` runs before anything is compiled and raises `ConfigError` with a message that
-says what to change.
+The dataclasses here (their option groups in `jaxvaco.option_groups`, and each algorithm's
+in its `AlgorithmSpec`) are the single source of truth for the CLI (tyro turns each field
+into a flag: `--num-envs`, `--lag.max-delay`, `--vaco.delta`, ...) and for the Python API.
+`jaxvaco.validation.validate(config)` runs before anything is compiled and raises
+`ConfigError` with a message that says what to change.
 
 Files and scripts set options through one path: `from_table` reads a (nested) table of a
 config file, and `with_overrides` sets options on a config from dotted paths or nested
@@ -19,32 +19,39 @@ import difflib
 import typing
 from typing import Any, Literal
 
+from jaxvaco.algos import registry
+from jaxvaco.algos.impala import VtraceConfig
+from jaxvaco.algos.ppo import PPOConfig
+from jaxvaco.algos.ppo_kl import PPOKLConfig
+from jaxvaco.algos.spec import SHARED_TUNED, AlgorithmSpec
+from jaxvaco.algos.spo import SPOConfig
+from jaxvaco.algos.vaco import VacoConfig
 from jaxvaco.errors import ConfigError, RunFileError
 from jaxvaco.option_groups import (
     AsyncConfig,
     DistributedConfig,
     EvalConfig,
     LagConfig,
-    PPOConfig,
-    PPOKLConfig,
-    SPOConfig,
-    VacoConfig,
-    VtraceConfig,
 )
 
-ALGOS = ("ppo", "ppo_kl", "spo", "impala", "vaco")
-__all__ = ["ConfigError", "LLMConfig", "RunFileError", "TrainConfig"]
+__all__ = ["AsyncConfig", "ConfigError", "DistributedConfig", "EvalConfig", "LagConfig",
+           "PPOConfig", "PPOKLConfig", "RunFileError", "SPOConfig", "TrainConfig", "VacoConfig",
+           "VtraceConfig", "register_algorithm"]
+"""The built-in algorithms' option groups are re-exported here, where they were defined before
+each algorithm declared its own (`jaxvaco.algos.<name>`)."""
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """One training run (or S seeds of it in one program)."""
+class SharedOptions:
+    """The options of a run that every algorithm shares; `TrainConfig` adds one option group
+    per registered algorithm (`--ppo.*`, `--vaco.*`, ...)."""
 
     env: str = "CartPole-v1"
     """A gymnax id (CartPole-v1, Acrobot-v1, Breakout-MinAtar, ...) or a Brax name
     (inverted_pendulum, ant, ...)."""
     algo: str = "ppo"
-    """One of ppo, ppo_kl, spo, impala, vaco."""
+    """The algorithm: ppo, ppo_kl, spo, impala, vaco, or one a plugin registers; its own
+    options are the group of the same name (--vaco.delta, ...)."""
     seed: int = 0
     """Seed of the first run; run i uses seed + i."""
     num_seeds: int = 1
@@ -56,12 +63,12 @@ class TrainConfig:
     total_timesteps: int = 1_000_000
     """Env steps per seed; iterations = total // (N·L)."""
     update_epochs: int | None = None
-    """E: passes over each batch. Default (None): the algorithm's tuned value (`TUNED`)."""
+    """E: passes over each batch. Default (None): the algorithm's tuned value."""
     num_minibatches: int | None = None
     """M: minibatches per epoch; each holds whole trajectories (N/M envs × L steps).
-    Default (None): the algorithm's tuned value (`TUNED`)."""
+    Default (None): the algorithm's tuned value."""
     learning_rate: float | None = None
-    """Adam step size. Default (None): the algorithm's tuned value (`TUNED`: ppo 2.95e-3,
+    """Adam step size. Default (None): the algorithm's tuned value (ppo 2.95e-3,
     ppo_kl 6.65e-4, spo 2.89e-3, impala 1.28e-4, vaco 2.28e-3)."""
     anneal_lr: bool = True
     """Linearly anneal the learning rate to 0 over training."""
@@ -74,7 +81,7 @@ class TrainConfig:
     or spo (0.168); 0.2 for the algorithms that have no clip."""
     ent_coef: float | None = None
     """c_e: weight of the entropy bonus. Default (None): the algorithm's tuned value
-    (`TUNED`: ppo 0.0252, ppo_kl 0.0152, spo 0.0113, impala 0.00241, vaco 0.00273)."""
+    (ppo 0.0252, ppo_kl 0.0152, spo 0.0113, impala 0.00241, vaco 0.00273)."""
     vf_coef: float = 0.5
     """c_v: weight of the value loss ½·(V(s) − v)²."""
     max_grad_norm: float = 0.5
@@ -103,11 +110,6 @@ class TrainConfig:
     progress: bool = True
     """Show a progress bar."""
     lag: LagConfig = LagConfig()
-    ppo: PPOConfig = PPOConfig()
-    ppo_kl: PPOKLConfig = PPOKLConfig()
-    spo: SPOConfig = SPOConfig()
-    impala: VtraceConfig = VtraceConfig()
-    vaco: VacoConfig = VacoConfig()
     eval: EvalConfig = EvalConfig()
     distributed: DistributedConfig = DistributedConfig()
     asynchronous: AsyncConfig = AsyncConfig()
@@ -126,56 +128,69 @@ class TrainConfig:
         return resolved.update_epochs * resolved.num_minibatches
 
 
-TUNED: dict[str, dict[str, float | int]] = {
-    "ppo": {"learning_rate": 2.95e-3, "ent_coef": 0.0252, "update_epochs": 8,
-            "num_minibatches": 4, "clip_coef": 0.166},
-    "ppo_kl": {"learning_rate": 6.65e-4, "ent_coef": 0.0152, "update_epochs": 4,
-               "num_minibatches": 8, "clip_coef": 0.2},
-    "spo": {"learning_rate": 2.89e-3, "ent_coef": 0.0113, "update_epochs": 8,
-            "num_minibatches": 8, "clip_coef": 0.168},
-    "impala": {"learning_rate": 1.28e-4, "ent_coef": 0.00241, "update_epochs": 2,
-               "num_minibatches": 4, "clip_coef": 0.2},
-    "vaco": {"learning_rate": 2.28e-3, "ent_coef": 0.00273, "update_epochs": 8,
-             "num_minibatches": 4, "clip_coef": 0.2},
-}
-"""Each algorithm's defaults for the options all algorithms share [ours]: the configuration
-the equal-budget random search chose for it (`experiments/tune.py`, 24 configurations per
-algorithm on the development environments CartPole-v1, Acrobot-v1 and Breakout-MinAtar at
-K ∈ {0, 8}, 4 seeds, ranked by the IQM of the normalised greedy return; commit b2250b1,
-`experiments/results/tuning/chosen.json`), rounded to three significant digits. Their own
-knobs (`PPOKLConfig.target_kl`, `VacoConfig.delta`) default to the search's choice too.
-PPO-clip was tuned with the learner's critic; PPO-KL and SPO with the recorded one (their
-default then), and run with the learner's now. ε (`clip_coef`) is 0.2 where an algorithm
-has no clip. An option given explicitly (flag, config file, Python) always wins; a run
-records the values it used in config.json, so a run started under other defaults resumes
-with its own."""
-SHARED_TUNED = tuple(TUNED["ppo"])
-"""The TrainConfig fields whose default (None) is the running algorithm's tuned value."""
+def train_config_class(specs: dict[str, AlgorithmSpec]) -> type:
+    """`SharedOptions` plus one option group per algorithm, each defaulting to its
+    options' defaults (the algorithm's tuned values)."""
+    groups = [(name, spec.options, dataclasses.field(default=spec.options()))
+              for name, spec in specs.items()]
+    cls = dataclasses.make_dataclass("TrainConfig", groups, bases=(SharedOptions,), frozen=True)
+    cls.__module__ = __name__  # pickling and `repr` find it here
+    cls.__doc__ = "One training run (or S seeds of it in one program)."
+    return cls
+
+
+TrainConfig = train_config_class(registry.algorithms())
+"""One training run (or S seeds of it in one program): `SharedOptions` and the option group
+of every registered algorithm. Rebuilt by `register_algorithm`; read it as
+`jaxvaco.TrainConfig` (or from this module) after registering."""
+ALGOS = tuple(registry.algorithms())
+"""The registered algorithms' names."""
+TUNED = {name: {option: spec.tuned_value(option) for option in SHARED_TUNED}
+         for name, spec in registry.algorithms().items()}
+"""Each algorithm's values of the shared options `SHARED_TUNED` (`AlgorithmSpec.tuned`;
+where they come from: `AlgorithmSpec.provenance`). An option given explicitly (flag, config
+file, Python) always wins; a run records the values it used in config.json, so a run started
+under other defaults resumes with its own."""
+
+
+def register_algorithm(spec: AlgorithmSpec) -> type:
+    """Register an algorithm declared in user code and rebuild `TrainConfig` (returned)
+    with its option group; then `TrainConfig(algo=spec.name, ...)`, `jaxvaco.run`, sweeps
+    and the CLI (`jaxvaco.cli.main`) run it like a built-in one."""
+    global TrainConfig, ALGOS, TUNED
+    registry.add(spec)
+    TrainConfig = train_config_class(registry.algorithms())
+    ALGOS = tuple(registry.algorithms())
+    TUNED = {**TUNED, spec.name: {o: spec.tuned_value(o) for o in SHARED_TUNED}}
+    return TrainConfig
+
+
+def option_path(algo: str, name: str) -> str:
+    """The (dotted) field of a hyperparameter of `algo`, as a grid or a tuning names it: a
+    shared option is itself (learning_rate, update_epochs, ...), one of the algorithm's own
+    options is in its group (delta -> vaco.delta, target_kl -> ppo_kl.target_kl)."""
+    return name if name in SharedOptions.__dataclass_fields__ else f"{algo}.{name}"
 
 
 def with_tuned_defaults(config: TrainConfig) -> TrainConfig:
     """`config` with every shared option left at None set to its algorithm's tuned value
-    (`TUNED`); an unknown algorithm is left as it is (validation names it)."""
-    tuned = TUNED.get(config.algo)
-    if tuned is None:
+    (`AlgorithmSpec.tuned`); an unknown algorithm is left as it is (validation names it)."""
+    spec = registry.spec_of(config.algo)
+    if spec is None:
         return config
-    unset = {name: tuned[name] for name in SHARED_TUNED if getattr(config, name) is None}
+    unset = {name: spec.tuned_value(name) for name in SHARED_TUNED
+             if getattr(config, name) is None}
     return dataclasses.replace(config, **unset) if unset else config
 
 
 def tuned_settings(config: TrainConfig) -> bool:
-    """True when the (resolved) config uses its algorithm's tuned values for the shared
-    options and its own knob (target KL, δ)."""
+    """True when the (resolved) config runs its algorithm as tuned: the tuned values of the
+    shared options (ε only where the algorithm has a clip) and of its `tuned_options`."""
     config = with_tuned_defaults(config)
-    tuned = TUNED.get(config.algo, {})
-    knobs = {"ppo_kl": ("ppo_kl", "target_kl"), "vaco": ("vaco", "delta")}
-    own = True
-    if config.algo in knobs:
-        group, name = knobs[config.algo]
-        own = getattr(getattr(config, group), name) == getattr(type(getattr(config, group))(),
-                                                                name)
-    relevant = [n for n in SHARED_TUNED if n != "clip_coef" or config.algo in ("ppo", "spo")]
-    return own and all(getattr(config, n) == tuned[n] for n in relevant)
+    spec = registry.spec_of(config.algo)
+    relevant = [n for n in SHARED_TUNED if n != "clip_coef" or spec.uses_clip]
+    return spec.runs_as_tuned(getattr(config, config.algo)) and all(
+        getattr(config, n) == spec.tuned_value(n) for n in relevant)
 
 
 def to_dict(config: TrainConfig) -> dict:
@@ -282,6 +297,3 @@ def with_overrides(config: TrainConfig, overrides: dict[str, Any], source: str =
                                   f"a table of options; cannot set {path}.")
         table[field] = value
     return from_table(TrainConfig, data, source)
-
-
-from jaxvaco.llm.config import LLMConfig  # noqa: E402 - the LLM trainer's, beside TrainConfig

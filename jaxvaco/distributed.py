@@ -14,9 +14,9 @@
   reduce over the whole minibatch (the losses' `batch_mean`, here `minibatch_mean`).
   "local" shuffles and normalises each device's own envs (no batch all-gather: less memory
   and communication).
-  Delayed sync (spec §1.1): the actors on device d act with θ_{T−k_d(T)}, the learner's
-  parameters from their last refresh, k_d(T) = min((T + d·stagger) mod S, T); S = 1 is
-  ordinary synchronous training. This lag is exclusive with the lag ring buffer (`lag.*`):
+  Delayed sync (docs/concepts/spec.md §1.1): the actors on device d act with θ_{T−k_d(T)},
+  the learner's parameters from their last refresh, k_d(T) = min((T + d·stagger) mod S, T);
+  S = 1 is ordinary synchronous training. This lag is exclusive with the lag ring buffer (`lag.*`):
   both are `jaxvaco.lag.LagModel`s (`delayed_sync` here), and `TrainState.lag` holds the
   actor copies [D, ...]. The state otherwise keeps its single-device layout ([N, ...]
   envs), so the runner, checkpoints and evaluation need no change.

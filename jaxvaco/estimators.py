@@ -1,4 +1,5 @@
-"""Advantage estimators on [time, env] arrays: GAE(γ, λ) and V-trace(γ, λ, ρ̄, c̄) (spec §2).
+"""Advantage estimators on [time, env] arrays: GAE(γ, λ) and V-trace(γ, λ, ρ̄, c̄)
+(docs/concepts/spec.md §2).
 
 Both share the time-limit convention: `next_values[t]` is V(s'_t), the value of the
 observation that actually followed step t (before any reset), so

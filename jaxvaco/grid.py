@@ -1,8 +1,9 @@
 """A run's runs: every (grid combination, seed) pair, checked and expanded.
 
 A program holds R runs side by side (one `jax.vmap`): the seeds, times every combination
-of the hyperparameter values in a `Grid` (any `Hyperparams` field: learning rate, δ, γ, λ,
-coefficients, the lag K up to `lag.max_delay`). A grid is a product {name: values} or an
+of the hyperparameter values in a `Grid` (a shared `Hyperparams` leaf: learning rate, γ, λ,
+coefficients; one of the algorithm's traced options: δ, target KL, ρ̄, c̄, ...; the lag K up
+to `lag.max_delay`). A grid is a product {name: values} or an
 explicit list of combinations. `validate_grid` checks every value as its option is checked
 on the command line; `expand_runs` gives each run its labels, key and hyperparameters.
 """
@@ -15,18 +16,30 @@ import itertools
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.config import ConfigError, TrainConfig
-from jaxvaco.hparams import Hyperparams, hyperparams_from_config
+from jaxvaco.algos.registry import spec_of
+from jaxvaco.config import ConfigError, TrainConfig, option_path, with_tuned_defaults
+from jaxvaco.hparams import SHARED, Hyperparams
 from jaxvaco.run_dir import Grid
 from jaxvaco.validation import validate
 
-GRID_FIELDS = {"learning_rate": "learning_rate", "gamma": "gamma", "gae_lambda": "gae_lambda",
-               "clip_coef": "clip_coef", "ent_coef": "ent_coef", "vf_coef": "vf_coef",
-               "max_grad_norm": "max_grad_norm", "reward_scale": "reward_scale",
-               "rho_bar": "{algo}.rho_bar", "c_bar": "{algo}.c_bar", "delta": "vaco.delta",
-               "target_kl": "ppo_kl.target_kl"}
-"""The TrainConfig field each float `Hyperparams` leaf comes from (`lag_delay` is checked on
-its own: an integer K up to lag.max_delay)."""
+LAG = "lag_delay"
+"""The grid name of the lag K (an integer up to lag.max_delay, checked on its own)."""
+
+
+def sweepable(algo: str) -> tuple[str, ...]:
+    """The grid names of a run of `algo`: the shared leaves, its traced options and K."""
+    return (*SHARED, *spec_of(algo).traced, LAG)
+
+
+def hyperparams_from_config(config: TrainConfig) -> Hyperparams:
+    """Scalar leaves for one run, read from the config (shared options left at None: the
+    algorithm's tuned values)."""
+    config = with_tuned_defaults(config)
+    f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+    traced = spec_of(config.algo).traced_values(getattr(config, config.algo))
+    return Hyperparams(**{name: f32(getattr(config, name)) for name in SHARED},
+                       algo={name: f32(value) for name, value in traced.items()},
+                       lag_delay=jnp.asarray(config.lag.max_delay, jnp.int32))
 
 
 def grid_combinations(grid: Grid | None) -> list[dict[str, float]]:
@@ -51,7 +64,7 @@ def validate_grid_values(config: TrainConfig, swept: dict[str, list]) -> None:
     over lag_delay takes integers 0 <= K <= lag.max_delay). ConfigError names the value."""
     for name, values in swept.items():
         for value in values:
-            if name == "lag_delay":
+            if name == LAG:
                 if not (isinstance(value, int | float) and float(value).is_integer()
                         and 0 <= value <= config.lag.max_delay):
                     raise ConfigError(f"grid value lag_delay = {value!r}: K must be an integer "
@@ -60,7 +73,7 @@ def validate_grid_values(config: TrainConfig, swept: dict[str, list]) -> None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ConfigError(f"grid value {name} = {value!r} must be a number.")
-            path = GRID_FIELDS[name].format(algo=config.algo)
+            path = option_path(config.algo, name)
             try:
                 validate(with_value(config, path, float(value)))
             except ConfigError as error:
@@ -68,9 +81,9 @@ def validate_grid_values(config: TrainConfig, swept: dict[str, list]) -> None:
 
 
 def validate_grid(config: TrainConfig, grid: Grid) -> None:
-    """ConfigError unless every name is a `Hyperparams` field with values, every value is
-    valid, and a list grid's combinations all set the same names."""
-    names = {f.name for f in dataclasses.fields(Hyperparams)}
+    """ConfigError unless every name is sweepable for the algorithm (`sweepable`) with
+    values, every value is valid, and a list grid's combinations all set the same names."""
+    names = sweepable(config.algo)
     if isinstance(grid, list):
         if not grid or len({tuple(sorted(combo)) for combo in grid}) != 1:
             raise ConfigError("A list grid needs at least one combination, and every "
@@ -80,10 +93,20 @@ def validate_grid(config: TrainConfig, grid: Grid) -> None:
         swept = grid
     for name, values in swept.items():
         if name not in names:
-            raise ConfigError(f"Cannot sweep {name!r}: sweepable values are {sorted(names)}.")
+            raise ConfigError(f"Cannot sweep {name!r} with --algo {config.algo}: sweepable "
+                              f"values are {', '.join(sorted(names))}.")
         if not len(values):
             raise ConfigError(f"The sweep over {name!r} has no values.")
     validate_grid_values(config, swept)
+
+
+def with_grid_values(hp: Hyperparams, combo: dict[str, float]) -> Hyperparams:
+    """`hp` with the grid combination's values: shared leaves, traced options and K."""
+    algo = {**hp.algo, **{k: jnp.asarray(v, jnp.float32) for k, v in combo.items()
+                          if k in hp.algo}}
+    shared = {k: jnp.asarray(v, getattr(hp, k).dtype) for k, v in combo.items()
+              if k not in hp.algo}
+    return hp.replace(algo=algo, **shared)
 
 
 def expand_runs(config: TrainConfig, grid: Grid | None = None
@@ -93,7 +116,7 @@ def expand_runs(config: TrainConfig, grid: Grid | None = None
     base = hyperparams_from_config(config)
     runs, hps = [], []
     for combo in grid_combinations(grid):
-        hp = base.replace(**{k: jnp.asarray(v, getattr(base, k).dtype) for k, v in combo.items()})
+        hp = with_grid_values(base, combo)
         for i in range(config.num_seeds):
             runs.append({"seed": config.seed + i, **combo})
             hps.append(hp)

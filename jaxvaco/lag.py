@@ -1,4 +1,5 @@
-"""Policy lag (spec §1.1, [ours]): one interface, the parameters the actors act with.
+"""Policy lag (docs/concepts/spec.md §1.1, [ours]): one interface, the parameters the actors act
+with.
 
 A `LagModel` is a pair of pure functions, like optax's init/update:
 

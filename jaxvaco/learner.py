@@ -1,4 +1,4 @@
-"""The learner's side of an iteration (spec §1.1, §2, §3): its view of the batch
+"""The learner's side of an iteration (docs/concepts/spec.md §1.1, §2, §3): its view of the batch
 (`learner_view`: π_T, V_T where the algorithm reads them), the per-iteration estimate
 (`estimate`: critic × estimator × anchor) and the E × M minibatch updates (`update`)."""
 
@@ -61,7 +61,7 @@ def estimate(setup: Setup, traj: Rollout, behaviour_params: Any, view: LearnerVi
                critic_targets(setup, traj, behaviour_params, view, rewards, hp,
                               weighted=placement == "inside"))
     anchor = anchor_terms(algorithm.anchor, placement, traj.logp, view.logp_learner,
-                          hp.rho_bar)
+                          hp.algo.get("rho_bar"))
     return Batch(traj.obs, traj.actions, traj.logp, anchor.logp, rewards, traj.terminated,
                  traj.truncated, traj.final_obs, targets.advantages, targets.targets,
                  anchor.weights)
@@ -83,7 +83,8 @@ def critic_targets(setup: Setup, traj: Rollout, behaviour_params: Any, view: Lea
     if algorithm.estimator == "gae":
         return gae(rewards, values, next_values, *ends, hp.gamma, hp.gae_lambda)
     return vtrace(rewards, values, next_values, *ends, view.logp_learner - traj.logp,
-                  hp.gamma, hp.gae_lambda, hp.rho_bar, hp.c_bar, weight_advantages=weighted)
+                  hp.gamma, hp.gae_lambda, hp.algo["rho_bar"], hp.algo["c_bar"],
+                  weight_advantages=weighted)
 
 
 def make_optimizer(hp: Hyperparams) -> optax.GradientTransformation:

@@ -1,16 +1,11 @@
-"""The groups of options of a `jaxvaco.config.TrainConfig`: the lag, each algorithm's
-own options, evaluation and distribution (`--lag.*`, `--vaco.*`, ... on the command line).
-"""
+"""The groups of options every run shares (`jaxvaco.config.SharedOptions`): the lag,
+asynchronous actors, evaluation and distribution (`--lag.*`, `--eval.*`, ... on the command
+line). Each algorithm's own group is declared with it (`jaxvaco.algos.<name>`)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Literal
-
-Critic = Literal["behaviour", "learner"]
-Estimator = Literal["gae", "vtrace"]
-AdvantageForm = Literal["weighted", "normalize_then_weight"]
-Anchor = Literal["behaviour", "learner"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,96 +56,6 @@ class AsyncConfig:
     use: learn from it anyway (its lag stays in lag/* and lag_schedule.csv)."""
     timeout_s: float = 300.0
     """The run stops with an error when the learner waits this long for a trajectory."""
-
-
-@dataclasses.dataclass(frozen=True)
-class EstimateConfig:
-    """The per-iteration estimate of an algorithm: which critic and which estimator
-    give the advantages Â and value targets, frozen for the iteration's E × M updates.
-
-    The importance correction from β to the learner enters once (`jaxvaco.algos.common`):
-    with anchor β the objective's ratio π_θ/β carries it, so Â holds no ρ; with anchor π_T,
-    ρ_t = min(ρ̄, π_T/β) multiplies Â once (inside V-trace, or after normalisation).
-    """
-
-    critic: Critic = "learner"
-    """learner: V_T(s), V_T(s') recomputed with the learner's critic once per iteration;
-    behaviour: the values V_β(s) recorded at collection time, which collapse under lag
-    [ours] (for ablations)."""
-    advantages: Estimator = "gae"
-    """gae: GAE(γ, λ); vtrace: V-trace(γ, λ, ρ̄, c̄) with ratios π_T/β (value targets with
-    truncated traces; Â_t = q_t − V(s_t), times ρ_t only with anchor π_T)."""
-    rho_bar: float = 1.0
-    """ρ̄: truncation of V-trace's ρ and of the anchor-π_T importance weight."""
-    c_bar: float = 1.0
-    """c̄: truncation of V-trace's trace coefficient c."""
-    advantage_form: AdvantageForm = "weighted"
-    """With anchor π_T and V-trace: weighted = ρ_t inside Â_t, then per-minibatch
-    normalisation; normalize_then_weight = normalise the unweighted Â, then multiply by ρ_t.
-    With anchor π_T and GAE the weight always comes after normalisation."""
-
-
-@dataclasses.dataclass(frozen=True)
-class PPOConfig(EstimateConfig):
-    """Options of `ppo`: the clipped surrogate on the chosen anchor."""
-
-    anchor: Anchor = "behaviour"
-    """behaviour: r = π_θ/β (logged log-probs); learner: r = π_θ/π_T, the sample weighted once
-    by min(rho_bar, π_T/β) (decoupled PPO, Hilton et al. 2021)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class PPOKLConfig(EstimateConfig):
-    """Options of `ppo_kl`: −E[r Â] + c_kl·KL(β‖π_θ) (Schulman et al. 2017)."""
-
-    kl_coef: float = 1.0
-    """Initial (or fixed) KL penalty coefficient c_kl."""
-    target_kl: float = 0.0271
-    """d: adaptive mode halves c_kl when KL < d/1.5 and doubles it when KL > 1.5·d. Default:
-    the tuned value [ours]."""
-    adaptive: bool = True
-    """False keeps c_kl fixed."""
-
-
-@dataclasses.dataclass(frozen=True)
-class SPOConfig(EstimateConfig):
-    """Options of `spo` (Xie et al. 2024); its ε is --clip-coef."""
-
-
-@dataclasses.dataclass(frozen=True)
-class VtraceConfig:
-    """V-trace truncation levels for `impala`, recomputed at every minibatch."""
-
-    rho_bar: float = 1.0
-    """ρ̄: truncation of the importance weight in δ_t and the advantage."""
-    c_bar: float = 1.0
-    """c̄: truncation of the trace coefficient c_t = λ·min(c̄, π/β)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class VacoConfig(EstimateConfig):
-    """Options of `vaco` (which parts are [paper] and which [ours]: `jaxvaco.algos.vaco`).
-    Defaults [ours]: anchor β, the learner's critic with GAE, batch filter at the tuned δ.
-    The paper's recipe is `--vaco.anchor learner --vaco.critic learner --vaco.advantages
-    vtrace --vaco.advantage-form weighted --vaco.delta 0.2`."""
-
-    critic: Critic = "learner"
-    """Alignment of the critic: learner [paper, ours default] recomputes V_T once per
-    iteration; behaviour keeps the recorded values (filter only)."""
-    advantage_form: AdvantageForm = "normalize_then_weight"
-    """With anchor π_T and V-trace: weighted = ρ_t inside Â_t [paper];
-    normalize_then_weight [ours] = normalise the unweighted Â, then multiply by ρ_t."""
-    delta: float = 0.0669
-    """δ: TV threshold of the filter. Default: the tuned value [ours]; the paper's is 0.2."""
-    filter: Literal["batch", "sample", "none"] = "batch"
-    """batch: filter when the minibatch TV estimate D ≥ δ; sample: when ½|r_i − 1| ≥ δ;
-    none: keep every sample (a plain importance-weighted policy gradient)."""
-    anchor: Anchor = "behaviour"
-    """Denominator of r: β (behaviour, default: the constraint covers backward and forward
-    lag) or π_T (learner: forward lag only [paper])."""
-    kl_penalty: bool = False
-    """[ours] Add PPO-KL's adaptive penalty c_kl·KL(β‖π_θ) (--ppo-kl.kl-coef, its start,
-    and --ppo-kl.target-kl) to the filtered objective."""
 
 
 @dataclasses.dataclass(frozen=True)

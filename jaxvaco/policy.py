@@ -33,8 +33,6 @@ from jaxvaco.envs.base import EnvSpec
 from jaxvaco.networks import ActorCritic, greedy_action, make_network
 from jaxvaco.normalize import RunningMeanStd, init_running_stats, normalize_obs
 from jaxvaco.policy_source import (
-    MANIFEST,
-    PARAMS_FILE,
     RunChoice,
     Source,
     abstract_params,
@@ -45,6 +43,7 @@ from jaxvaco.policy_source import (
     shapes,
     spec_from_manifest,
 )
+from jaxvaco.run_folder import ExportFolder
 
 
 def policy_action(network: ActorCritic, spec: EnvSpec, params: Any,
@@ -110,18 +109,18 @@ def load_export(source: Source) -> Policy:
     """The policy of an exported directory (manifest.json and params.msgpack)."""
     from flax import serialization
 
-    manifest, path = source.manifest, source.path
+    manifest, path, export = source.manifest, source.path, ExportFolder(source.path)
     net = manifest["network"]
     spec = spec_from_manifest(manifest)
     network = make_network(spec, net["hidden_sizes"], net["activation"])
-    params_path = path / manifest.get("params_file", PARAMS_FILE)
+    params_path = path / manifest.get("params_file", export.PARAMS)
     try:
         data = params_path.read_bytes()
     except OSError as error:
         raise RunFileError(f"cannot read {params_path} ({error.strerror}): export the policy "
                            "again.") from None
     if manifest.get("params_sha256") not in (None, hashlib.sha256(data).hexdigest()):
-        raise RunFileError(f"{params_path} differs from the digest in {path / MANIFEST}: it is "
+        raise RunFileError(f"{params_path} differs from the digest in {export.manifest}: it is "
                            "damaged or another export's; export the policy again.")
     try:
         params = serialization.msgpack_restore(data)
@@ -129,7 +128,7 @@ def load_export(source: Source) -> Policy:
         raise RunFileError(f"{params_path} cannot be read ({type(error).__name__}); export "
                            "the policy again.") from None
     if shapes(params) != shapes(abstract_params(network, spec)):
-        raise RunFileError(f"{params_path} does not fit the network of {path / MANIFEST} "
+        raise RunFileError(f"{params_path} does not fit the network of {export.manifest} "
                            f"(hidden sizes {net['hidden_sizes']}, observations "
                            f"{spec.obs_shape}): export the policy again.")
     params = jax.tree.map(jnp.asarray, params)

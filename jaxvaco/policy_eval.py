@@ -10,7 +10,6 @@ one evaluation episode for `jaxvaco.video`.
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 import jax
@@ -21,6 +20,7 @@ from jaxvaco.config import DistributedConfig, TrainConfig
 from jaxvaco.normalize import RunningMeanStd, init_running_stats
 from jaxvaco.policy import Policy, source_state
 from jaxvaco.policy_source import Source
+from jaxvaco.run_folder import RunFolder, read_rows
 
 
 def evaluation_config(config: TrainConfig, episodes: int) -> TrainConfig:
@@ -48,27 +48,25 @@ def evaluate_runs(source: Source, step: int | None, episodes: int, greedy: bool,
     `fold_in(PRNGKey(seed), run seed)`). `state`: `source_state(source, step)`, if read."""
     from jaxvaco.compilation import configure_cache
     from jaxvaco.compiled import Compiled, eval_keys
+    from jaxvaco.runner import replay_delays
     from jaxvaco.train import make_train
 
     params, obs_stats = state or source_state(source, step)
     cache_dir = configure_cache(compilation_cache)
-    compiled = Compiled(make_train(evaluation_config(source.config, episodes)), cache_dir)
+    config = evaluation_config(source.config, episodes)
+    compiled = Compiled(make_train(config, replay_delays=replay_delays(config)), cache_dir)
     keys = eval_keys(step or 0, source.runs, seed)
     return np.asarray(compiled.evaluate(stacked_state(params, obs_stats), keys, greedy))
 
 
 def recorded_returns(source: Source, step: int | None, greedy: bool) -> dict[int, float]:
     """The run's own evaluation return at iteration `step` (metrics.jsonl), by run."""
-    path = source.path / "metrics.jsonl"
+    path = RunFolder(source.path).metrics
     if source.kind != "run" or step is None or not path.exists():
         return {}
     name = f"eval/{'greedy' if greedy else 'stochastic'}_return"
     found = {}
-    for line in path.read_bytes().splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
+    for row in read_rows(path, path.stat().st_size, strict=False):
         if isinstance(row, dict) and row.get("iteration") == step and row.get(name) is not None:
             found[int(row["run"])] = float(row[name])
     return found

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from importlib.metadata import version
 from pathlib import Path
 
 import jax
@@ -12,8 +13,8 @@ import numpy as np
 
 from jaxvaco.config import ConfigError
 from jaxvaco.policy import Policy
-from jaxvaco.policy_source import FORMAT, FORMAT_VERSION, MANIFEST, PARAMS_FILE
-from jaxvaco.run_dir import write_json
+from jaxvaco.policy_source import FORMAT, FORMAT_VERSION
+from jaxvaco.run_folder import ExportFolder, write_json
 
 
 def export_policy(policy: Policy, out: str | Path) -> Path:
@@ -22,19 +23,18 @@ def export_policy(policy: Policy, out: str | Path) -> Path:
     manifest.json, written last. `load_policy(out)` reads it back."""
     from flax import serialization
 
-    import jaxvaco
-
     out = Path(out)
+    folder = ExportFolder(out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file: give a folder to export into.")
-    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
+    if out.is_dir() and any(out.iterdir()) and not folder.manifest.is_file():
         raise ConfigError(f"--out {out} is not empty and holds no exported policy: give a "
                           "new or empty folder.")
     out.mkdir(parents=True, exist_ok=True)
     data = serialization.msgpack_serialize(jax.tree.map(np.asarray, policy.params))
-    tmp = out / (PARAMS_FILE + ".tmp")
+    tmp = folder.params.with_name(folder.PARAMS + ".tmp")
     tmp.write_bytes(data)
-    tmp.replace(out / PARAMS_FILE)
+    tmp.replace(folder.params)
     spec, config = policy.spec, policy.config
     stats = None if policy.obs_stats is None else {
         "mean": np.asarray(policy.obs_stats.mean).tolist(),
@@ -46,7 +46,7 @@ def export_policy(policy: Policy, out: str | Path) -> Path:
         source = dict(policy.source.get("exported_from", source))
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
-        "jaxvaco_version": jaxvaco.__version__,
+        "jaxvaco_version": version("jaxvaco"),
         "env": spec.name, "family": spec.family, "brax_backend": config.brax_backend,
         "algo": config.algo, "max_episode_steps": spec.max_episode_steps,
         "network": {"hidden_sizes": list(config.hidden_sizes), "activation": config.activation,
@@ -58,9 +58,9 @@ def export_policy(policy: Policy, out: str | Path) -> Path:
         "obs_normalization": stats,
         "labels": policy.labels,
         "source": source,
-        "params_file": PARAMS_FILE,
+        "params_file": folder.PARAMS,
         "params_sha256": hashlib.sha256(data).hexdigest(),
         "config": dataclasses.asdict(config),
     }
-    write_json(out / MANIFEST, manifest)
+    write_json(folder.manifest, manifest)
     return out

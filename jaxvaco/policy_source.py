@@ -22,12 +22,11 @@ from jaxvaco.config import ConfigError, RunFileError, TrainConfig, from_dict
 from jaxvaco.envs.base import EnvSpec
 from jaxvaco.networks import ActorCritic
 from jaxvaco.normalize import RunningMeanStd
-from jaxvaco.run_dir import checkpoint_steps, load_run_dir, read_json_file
+from jaxvaco.run_dir import load_run_dir
+from jaxvaco.run_folder import ExportFolder, RunFolder, SweepFolder, read_json
 
 FORMAT = "jaxvaco-policy"
 FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-PARAMS_FILE = "params.msgpack"
 
 RunChoice = int | dict[str, Any]
 """A run of a directory: its index in runs.json, or labels it must match
@@ -52,26 +51,25 @@ def open_source(path: str | Path) -> Source:
     if not path.is_dir():
         raise ConfigError(f"{path} is not a folder: pass a run directory (results/<run>) or "
                           "a policy exported by jaxvaco export.")
-    if (path / MANIFEST).is_file():
+    export, folder = ExportFolder(path), RunFolder(path)
+    if export.manifest.is_file():
         manifest = read_manifest(path)
-        config = from_dict(manifest["config"], source=str(path / MANIFEST))
+        config = from_dict(manifest["config"], source=str(export.manifest))
         step = manifest["source"].get("checkpoint")
         return Source(path, "export", config, [dict(manifest["labels"])],
                       [] if step is None else [int(step)], manifest)
-    if not (path / "config.json").is_file():
+    if not folder.config.is_file():
         sweep = (" It is a sweep: pass one of its runs (a folder under it with a "
-                 "config.json).") if (path / "sweep.json").exists() else ""
+                 f"{folder.CONFIG}).") if SweepFolder(path).spec.exists() else ""
         raise ConfigError(f"{path} is not a jaxvaco run directory or exported policy (it has "
-                          f"no config.json or manifest.json).{sweep}")
+                          f"no {folder.CONFIG} or {export.MANIFEST}).{sweep}")
     config, grid = load_run_dir(path)
-    runs_file = path / "runs.json"
-    recorded = read_json_file(runs_file) if runs_file.exists() else None
-    runs = recorded.get("runs") if isinstance(recorded, dict) else None
+    runs = folder.read_runs().get("runs")
     if not isinstance(runs, list) or not all(isinstance(r, dict) and "seed" in r for r in runs):
         from jaxvaco.grid import expand_runs
 
         runs = expand_runs(config, grid)[0]
-    return Source(path, "run", config, runs, checkpoint_steps(path))
+    return Source(path, "run", config, runs, folder.checkpoint_steps())
 
 
 def describe_labels(labels: dict) -> str:
@@ -169,7 +167,7 @@ def restore_checkpoint(source: Source, step: int, network: ActorCritic, spec: En
 
     from jaxvaco.checkpoint import damaged_files
 
-    step_dir = (source.path / "checkpoints" / str(step)).absolute()
+    step_dir = (RunFolder(source.path).checkpoints / str(step)).absolute()
     others = [s for s in source.steps if s != step]
     other = f" (its others: {', '.join(map(str, others))})" if others else ""
     damaged = damaged_files(step_dir)
@@ -199,10 +197,11 @@ def restore_checkpoint(source: Source, step: int, network: ActorCritic, spec: En
                                f"checkpoint{other}.") from None
         if saved != shapes(target):
             raise RunFileError(f"checkpoint {step_dir} holds parameters of another shape than "
-                               f"the network of {source.path / 'config.json'} "
+                               f"the network of {RunFolder(source.path).config} "
                                f"({spec.name}, hidden sizes {source.config.hidden_sizes}, "
-                               f"{len(source.runs)} runs in runs.json): config.json or "
-                               "runs.json was edited, or the checkpoint is another run's.")
+                               f"{len(source.runs)} runs in {RunFolder.RUNS}): "
+                               f"{RunFolder.CONFIG} or {RunFolder.RUNS} was edited, or the "
+                               "checkpoint is another run's.")
         device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
         restore_args = jax.tree.map(lambda _: ocp.ArrayRestoreArgs(sharding=device), target)
         try:
@@ -220,18 +219,19 @@ def restore_checkpoint(source: Source, step: int, network: ActorCritic, spec: En
 
 
 def read_manifest(path: Path) -> dict:
-    manifest = read_json_file(path / MANIFEST)
+    file = ExportFolder(path).manifest
+    manifest = read_json(file)
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise RunFileError(f"{path / MANIFEST} is not a jaxvaco policy manifest (no "
+        raise RunFileError(f"{file} is not a jaxvaco policy manifest (no "
                            f"\"format\": \"{FORMAT}\").")
     if manifest.get("format_version", 0) > FORMAT_VERSION:
-        raise RunFileError(f"{path / MANIFEST} has format version "
+        raise RunFileError(f"{file} has format version "
                            f"{manifest['format_version']}, newer than this jaxvaco reads "
                            f"({FORMAT_VERSION}): upgrade jaxvaco.")
     missing = [k for k in ("config", "network", "labels", "source", "env")
                if k not in manifest]
     if missing:
-        raise RunFileError(f"{path / MANIFEST} lacks {', '.join(missing)}: export the policy "
+        raise RunFileError(f"{file} lacks {', '.join(missing)}: export the policy "
                            "again.")
     return manifest
 

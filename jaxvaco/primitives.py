@@ -35,7 +35,7 @@ def weight_placement(anchor: str, rho_in_advantages: bool, corrected: bool = Tru
 
     `corrected=False` leaves ρ_t out with anchor π_T ("none"): π_θ/π_T alone, whose
     gradient at θ = π_T is β's samples' gradient uncorrected (token-level VACO's
-    `vaco_weight = "none"`, as before issue 15).
+    `vaco.weight = "none"`, its default).
     """
     if anchor not in ("behaviour", "learner"):
         raise ValueError(f"unknown anchor {anchor!r}")
@@ -115,8 +115,9 @@ def tv_filter_mask(
     log_ratio: jax.Array, advantages: jax.Array, delta: jax.Array, kind: str,
     batch_mean: BatchMean = jnp.mean,
 ) -> jax.Array:
-    """VACO's filter (spec §3.1) [ours]: m_i ∈ {0, 1}, 0 where the sample's gradient would
-    push TV beyond δ. With r_i = exp(log_ratio_i), tv_i = ½·|r_i − 1|, D = mean_i tv_i:
+    """VACO's filter (docs/concepts/spec.md §3.1) [ours]: m_i ∈ {0, 1}, 0 where the sample's
+    gradient would push TV beyond δ. With r_i = exp(log_ratio_i), tv_i = ½·|r_i − 1|,
+    D = mean_i tv_i:
 
         m_i = 0  if  exceeded_i and Â_i·(r_i − 1) > 0,  else 1
         exceeded_i = D ≥ δ ("batch"),  tv_i ≥ δ ("sample"),  false ("none")

@@ -6,14 +6,12 @@ from pathlib import Path
 
 import numpy as np
 from rich.console import Console
-from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 from rich.table import Table
-from rich.text import Text
 
+from jaxvaco.algos.registry import fraction_metrics
 from jaxvaco.config import TrainConfig
-from jaxvaco.metric_names import FRACTIONS
 
 
 def _nanmean(values: list) -> float:
@@ -23,7 +21,7 @@ def _nanmean(values: list) -> float:
 
 class Progress:
     """A bar over env steps showing env-steps/s, mean training return, tv/total and the
-    algorithm's fraction metric (`jaxvaco.metric_names.FRACTIONS`: clipped, outside, filtered)."""
+    algorithm's fraction metric (`AlgorithmSpec.fraction`: clipped, outside, filtered)."""
 
     def __init__(self, config: TrainConfig, enabled: bool = True):
         self.config = config
@@ -50,7 +48,7 @@ class Progress:
         mean = lambda name: _nanmean([row[name] for row in rows])  # noqa: E731
         status = (f"{info['sps']:>9,.0f} steps/s | return {mean('episode/return'):7.1f}"
                   f" | tv/total {mean('tv/total'):.3f}")
-        fraction = FRACTIONS.get(self.config.algo)
+        fraction = fraction_metrics().get(self.config.algo)
         if fraction and rows and fraction in rows[0]:
             status += f" | {fraction.split('/')[1].split('_')[0]} {mean(fraction):.3f}"
         self._bar.update(self._task, completed=info["env_steps"], status=status)
@@ -89,64 +87,3 @@ def print_summary(config: TrainConfig, run_dir: Path, runs: list[dict], summary:
         console.print(f"compile: {float(summary['compile_time']):.1f} s, "
                       f"{int(summary['compiled_programs'])} programs "
                       f"({int(summary['cache_hits'])} from the compilation cache)")
-
-
-def results_table(rows: list[dict]) -> tuple[Table, list[str]]:
-    """A rich table of `jaxvaco.analysis.sweep_table.robustness_table` rows and the footnotes
-    that say what its cells are."""
-    from jaxvaco.analysis.tables import format_estimate
-
-    ks = sorted({k for row in rows for k in row["return"]})
-    greedy = any(row["greedy"] for row in rows)
-    retention = bool(rows) and "retention" in rows[0]
-    table = Table(title="Final return by policy lag K: mean [95% CI] over seeds")
-    table.add_column("env")
-    table.add_column("variant")
-    table.add_column("seeds", justify="right")
-    for k in ks:
-        table.add_column(f"K={k}\nreturn", justify="right")
-        if greedy:
-            table.add_column(f"K={k}\ngreedy", justify="right")
-    if retention:
-        k_max = rows[0]["retention_K"]
-        table.add_column(f"retention\nK={k_max} − K=0", justify="right")
-    for row in rows:
-        counts = {k: row["return"][k].n if k in row["return"] else 0 for k in ks}
-        seeds = str(row["seeds"])
-        if set(counts.values()) != {row["seeds"]}:  # some K has fewer
-            seeds += f" ({', '.join(f'K={k}: {n}' for k, n in counts.items())})"
-        cells = [str(row["env"]), str(row["variant"]), seeds]
-        for k in ks:
-            cells.append(format_estimate(row["return"].get(k)))
-            if greedy:
-                cells.append(format_estimate(row["greedy"].get(k)))
-        if retention:
-            digits = 3 if row["scale"] == "normalised" else 1
-            cells.append(format_estimate(row["retention"], digits))
-        table.add_row(*(Text(cell) for cell in cells))
-    notes = ["return: final training return (stochastic policy; each run's last chunk that "
-             "finished an episode), mean [95% bootstrap CI] over seeds."]
-    if greedy:
-        notes.append("greedy: greedy evaluation return (eval/greedy_return) at each run's "
-                     "last evaluation.")
-    if retention:
-        normalised = sorted({str(r["env"]) for r in rows if r["scale"] == "normalised"})
-        raw = sorted({str(r["env"]) for r in rows if r["scale"] != "normalised"})
-        scales = ([f"in normalised score (random = 0, reference = 1) on {', '.join(normalised)}"]
-                  if normalised else []) + (
-                  [f"in raw return on {', '.join(raw)} (no reference scores)"] if raw else [])
-        notes.append(f"retention: final training return at K={k_max} minus at K=0, paired by "
-                     f"seed, {'; '.join(scales)}; [95% CI]; negative = lost to the lag.")
-    return table, notes
-
-
-def print_results_table(rows: list[dict], console: Console | None = None) -> None:
-    """Print `results_table` (as wide as it needs when the output is not a terminal)."""
-    table, notes = results_table(rows)
-    console = console or Console()
-    if not console.is_terminal:
-        width = Measurement.get(console, console.options.update_width(10_000), table).maximum
-        console = Console(file=console.file, width=max(console.width, width))
-    console.print(table)
-    for note in notes:
-        console.print(Text(note), soft_wrap=True)

@@ -18,7 +18,8 @@ the LLM trainer's, leave it out), then every other metric under its own name, so
   table as columns (`columns_from_rows`), as `jaxvaco.analysis.tables` reads it.
 
 Tables derived from results (final returns per run, summaries, benchmarks) are plain CSVs
-of their own columns: `read_rows`, `write_rows`, `append_rows`.
+of their own columns: `read_rows`, `write_rows`, `append_rows` (the CSV reader and writer
+of `jaxvaco.run_folder`).
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from jaxvaco.config import ConfigError
-from jaxvaco.metric_names import FRACTIONS
-from jaxvaco.run_dir import load_run_dir
-from jaxvaco.sinks import read_rows as read_metrics
+from jaxvaco.algos.registry import fraction_metrics
+from jaxvaco.config import ConfigError, from_dict
+from jaxvaco.run_folder import RunFolder, SweepFolder, read_table, write_table
+from jaxvaco.run_folder import read_rows as read_metrics
 
 ID_COLUMNS = ("env", "algo", "variant", "K", "seed", "step")
 """The columns that name a row: env (or LLM task), algorithm (with swept values other than
@@ -46,6 +47,9 @@ RETURN = "return"
 DROPPED = {"run", "env_steps", "lag_delay", "episode/return"}
 """Metrics-row fields that the identity columns and `return` replace."""
 
+FRACTIONS = fraction_metrics()
+"""{algorithm: its fraction metric} of the algorithms known when this module was imported
+(`AlgorithmSpec.fraction`)."""
 LEGACY_FRACTION = "filter/fraction"
 """The single column that held those three before (and a constant 0 for PPO-KL and IMPALA),
 in the committed CSVs under experiments/results/ and runs recorded before the rename;
@@ -59,9 +63,10 @@ def fraction_columns(row: dict) -> dict:
     """The `FRACTIONS` columns of a row (None where its algorithm has none). A row written
     before the rename has only `LEGACY_FRACTION`: its value goes to the column of the row's
     algorithm (the first word of `algo`)."""
-    out = {name: row.get(name) for name in FRACTIONS.values()}
+    fractions = fraction_metrics()
+    out = {name: row.get(name) for name in fractions.values()}
     if LEGACY_FRACTION in row and all(v in (None, "") for v in out.values()):
-        name = FRACTIONS.get(str(row.get("algo", "")).split(" ")[0])
+        name = fractions.get(str(row.get("algo", "")).split(" ")[0])
         if name:
             out[name] = row[LEGACY_FRACTION]
     return out
@@ -93,13 +98,6 @@ def result_rows(rows: Iterable[dict], env: str, algo: str, variant: str, k: int 
     return [schema_row(row, env, algo, variant, k) for row in rows]
 
 
-def metrics_rows(run_dir: Path) -> list[dict]:
-    """The complete rows of a run directory's metrics.jsonl (a running run may be
-    mid-line)."""
-    path = run_dir / "metrics.jsonl"
-    return read_metrics(path, path.read_bytes().rfind(b"\n") + 1)
-
-
 def tidy_rows(run_dir: str | Path, variant: str | None = None) -> list[dict]:
     """metrics.jsonl of one run directory as schema rows, labelled with `variant` (e.g. a
     sweep's variant name; default: the algo).
@@ -109,10 +107,11 @@ def tidy_rows(run_dir: str | Path, variant: str | None = None) -> list[dict]:
     that (env, algo, K, seed) names one run of an algorithm sweep and (env, variant, K,
     seed) one run of any sweep, as `jaxvaco.analysis.tables` expects.
     """
-    run_dir = Path(run_dir)
-    config, grid = load_run_dir(run_dir)
+    folder = RunFolder(run_dir)
+    config = from_dict(folder.read_config(), source=str(folder.config))
+    grid = folder.read_runs()["grid"]
     out = []
-    for row in metrics_rows(run_dir):
+    for row in read_metrics(folder.metrics):
         swept = [f"{k}={row[k]}" for k in grid if k != "lag_delay"]
         out.append(schema_row(row, config.env, " ".join([config.algo, *swept]),
                               " ".join([variant or config.algo, *swept]),
@@ -213,7 +212,7 @@ def read_results(path: Path) -> list[dict]:
                 raise ConfigError(
                     f"{path} line {reader.line_num} does not have the header's "
                     f"{len(names)} fields: the file was cut or edited. A sweep rewrites "
-                    "its results.csv from its cells when run again.")
+                    f"its {SweepFolder.RESULTS} from its cells when run again.")
             rows.append({n: parse(v) for n, parse, v in zip(names, parsers, values,
                                                             strict=True)})
     legacy = LEGACY_FRACTION in names or "variant" not in names
@@ -240,15 +239,16 @@ def load_results(directory: Path) -> dict[str, np.ndarray]:
     """The table of a sweep (results.csv), of a single run (its metrics.jsonl), or a
     results CSV given directly (an experiment's, e.g. fair_study/study.csv), as columns."""
     directory = Path(directory)
+    sweep, run = SweepFolder(directory), RunFolder(directory)
     if directory.suffix == ".csv" and directory.is_file():
         path, rows = directory, read_results(directory)
-    elif (directory / "results.csv").exists():
-        path, rows = directory / "results.csv", read_results(directory / "results.csv")
-    elif (directory / "metrics.jsonl").exists():
-        path, rows = directory / "metrics.jsonl", tidy_rows(directory)
+    elif sweep.results.exists():
+        path, rows = sweep.results, read_results(sweep.results)
+    elif run.metrics.exists():
+        path, rows = run.metrics, tidy_rows(directory)
     else:
-        raise ConfigError(f"{directory} is not a results CSV and holds neither results.csv "
-                          "(a sweep) nor metrics.jsonl (a run).")
+        raise ConfigError(f"{directory} is not a results CSV and holds neither "
+                          f"{sweep.RESULTS} (a sweep) nor {run.METRICS} (a run).")
     if not rows:
         raise ConfigError(f"{path} has no rows yet: a run writes its first row after its "
                           "first chunk, a sweep after its first complete cell.")
@@ -276,31 +276,19 @@ def last_evaluated(rows: Iterable[dict], label: str) -> dict[tuple, dict]:
     return dict(sorted(last.items()))
 
 
-def read_rows(path: Path) -> list[dict]:
-    """A derived table (not a results CSV) as dicts of strings ([] when the file does not
-    exist yet)."""
-    if not path.exists():
-        return []
-    with open(path) as f:
-        return list(csv.DictReader(f))
+read_rows = read_table
+"""A derived table (not a results CSV) as dicts of strings ([] when the file does not exist
+yet)."""
 
 
 def write_rows(path: Path, rows: list[dict], fields: Sequence[str] | None = None) -> None:
     """Write a derived table with a header (columns: `fields`, else the first row's keys)."""
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(fields or rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_table(path, rows, fields or list(rows[0]))
 
 
 def append_rows(path: Path, rows: Iterable[dict], fields: Sequence[str]) -> None:
     """Append rows to a derived table, writing its header first when the file is new."""
-    new = not path.exists()
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
+    write_table(path, rows, fields, append=True)
 
 
 def plot_results(directory: Path, out: Path | None = None, metric: str = "return",
@@ -318,7 +306,8 @@ def plot_results(directory: Path, out: Path | None = None, metric: str = "return
     table = load_results(Path(directory)) if table is None else table
     table = {**table, "algo": table["variant"]}  # a sweep's variants may share an algorithm
     directory = Path(directory)
-    out = Path(out) if out else (directory.parent if directory.is_file() else directory) / "plots"
+    out = Path(out) if out else SweepFolder(directory.parent if directory.is_file()
+                                            else directory).plots
     envs = set(table["env"].tolist())
     normalize = envs <= set(stats.REFERENCE_SCORES)
     if not normalize:

@@ -1,5 +1,6 @@
-"""The actors' side of an iteration (spec §1.1): which parameters act (`select_behaviour`,
-the lag stage) and the rollout they collect (`collect`), recording log β(a|s)."""
+"""The actors' side of an iteration (docs/concepts/spec.md §1.1): which parameters act
+(`select_behaviour`, the lag stage) and the rollout they collect (`collect`), recording
+log β(a|s)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import numpy as np
 
 from jaxvaco import distributed, lag
-from jaxvaco.config import TrainConfig
+from jaxvaco.config import ConfigError, TrainConfig
 from jaxvaco.hparams import Hyperparams
 from jaxvaco.lag import Behaviour, LagModel
 from jaxvaco.networks import ActorCritic
@@ -34,15 +36,18 @@ class Rollout(NamedTuple):
     completed_length: jax.Array
 
 
-def lag_model(config: TrainConfig, axis: str | None) -> LagModel:
+def lag_model(config: TrainConfig, axis: str | None,
+              replay_delays: np.ndarray | None = None) -> LagModel:
     """The lag implementation of this config, chosen once: the ring buffer (`--lag.*`),
-    delayed sync of the devices' actors (`--distributed.*` over envs), a recorded schedule
-    (`--lag.mode replay`), or none."""
+    delayed sync of the devices' actors (`--distributed.*` over envs), the recorded schedule
+    `replay_delays` (`--lag.mode replay`: the host reads it from the run folder), or none."""
     if config.lag.mode == "replay":
-        from jaxvaco.asynchronous.schedule import read_delays
-
-        delays = read_delays(config.lag.replay)
-        return lag.replay(delays, max(config.lag.max_delay, int(delays.max(initial=0))))
+        if replay_delays is None:
+            raise ConfigError("--lag.mode replay needs the recorded delays: pass "
+                              "replay_delays=jaxvaco.asynchronous.schedule.read_delays("
+                              "config.lag.replay) to make_train (jaxvaco.run does).")
+        capacity = max(config.lag.max_delay, int(replay_delays.max(initial=0)))
+        return lag.replay(replay_delays, capacity)
     if config.lag.max_delay > 0:
         return lag.ring_buffer(config.lag.max_delay, config.lag.mode, config.lag.num_groups)
     if axis:

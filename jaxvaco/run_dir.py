@@ -4,28 +4,28 @@ and the checks that let a run continue in it (resume) or refuse to.
 A fresh run gets a new folder (`prepare_run_dir`); `open_run(..., resume=run_dir)` checks
 that the configuration and grid continue the run saved there (`resume_run_dir`, by the
 rules of `resume_conflicts`: which changes a resume may accept) and opens its checkpoints.
-Files are written atomically (`write_json`). Nothing here imports JAX.
+The folder's files are `jaxvaco.run_folder.RunFolder`'s. Nothing here imports JAX.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from jaxvaco.algos.registry import algorithms
 from jaxvaco.checkpoint import Checkpointer
 from jaxvaco.config import (
-    ALGOS,
     ConfigError,
-    RunFileError,
     TrainConfig,
     from_dict,
     from_table,
     to_dict,
 )
+from jaxvaco.hparams import SHARED
+from jaxvaco.run_folder import RunFolder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,35 +70,12 @@ def default_run_name(config: TrainConfig) -> str:
     return f"{config.env.replace('/', '-')}__{config.algo}__{stamp}"
 
 
-def write_json(path: Path, data: Any) -> None:
-    """Write via a temporary file and a rename, so a kill never leaves half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(path)
-
-
-RUN_FILES = ("metrics.jsonl", "checkpoints")
-"""What makes a folder hold a run: results or checkpoints. A folder with only config.json
-(and runs.json) is a run that never finished its first chunk (stopped during start-up, or
-refused after its folder was made): a fresh run may take it over."""
-
-
-def trained(run_dir: Path) -> list[str]:
-    """The results a run folder holds (`RUN_FILES` that exist and are not empty)."""
-    found = []
-    for name in RUN_FILES:
-        path = run_dir / name
-        if path.is_dir() and any(path.iterdir()) or path.is_file() and path.stat().st_size:
-            found.append(name)
-    return found
-
-
 def prepare_run_dir(config: TrainConfig, control: RunControl) -> tuple[TrainConfig, Path]:
     """Name and create a fresh run directory; refuse one that holds another run's results."""
     if not config.run_name:
         config = dataclasses.replace(config, run_name=default_run_name(config))
     run_dir = Path(config.results_dir) / config.run_name
-    found = trained(run_dir)
+    found = RunFolder(run_dir).trained()
     if found:
         raise ConfigError(f"{run_dir} already holds a run ({', '.join(found)}): continue it "
                           f"with --resume {run_dir}, pick another --run-name, or delete the "
@@ -111,81 +88,39 @@ def prepare_run_dir(config: TrainConfig, control: RunControl) -> tuple[TrainConf
 def write_run_record(run_dir: Path, config: TrainConfig, control: RunControl,
                      resume_changes: list[dict]) -> None:
     """config.json: the TrainConfig, the host-loop options and the accepted resume changes."""
-    write_json(run_dir / "config.json", {**to_dict(config), "control": dataclasses.asdict(control),
-                                         "resume_changes": resume_changes})
-
-
-def read_json_file(path: Path) -> Any:
-    """A JSON file's content; RunFileError naming the file and the line when it is damaged."""
-    try:
-        return json.loads(path.read_bytes().decode(errors="replace"))
-    except json.JSONDecodeError as error:
-        raise RunFileError(f"{path} is not valid JSON ({error.msg} at line {error.lineno}, "
-                           f"column {error.colno}); repair it by hand, or start a new run."
-                           ) from None
-
-
-def read_run_record(run_dir: Path) -> dict:
-    """A run directory's config.json as a dict (ConfigError when it is no run directory)."""
-    path = run_dir / "config.json"
-    if not path.exists():
-        sweep = " (it is a sweep: run jaxvaco sweep again to continue it)" if (
-            run_dir / "sweep.json").exists() else ""
-        raise ConfigError(f"{run_dir} has no config.json: not a jaxvaco run directory{sweep}.")
-    record = read_json_file(path)
-    if not isinstance(record, dict):
-        raise RunFileError(f"{path} must hold a JSON object (key: value pairs).")
-    return record
+    RunFolder(run_dir).write_config({**to_dict(config), "control": dataclasses.asdict(control),
+                                     "resume_changes": resume_changes})
 
 
 def load_run_dir(run_dir: Path) -> tuple[TrainConfig, Grid]:
     """The config and grid a run directory was started with."""
-    config = from_dict(read_run_record(run_dir), source=str(run_dir / "config.json"))
-    runs_file = run_dir / "runs.json"
-    runs = read_json_file(runs_file) if runs_file.exists() else {"grid": {}}
-    if not isinstance(runs, dict) or not isinstance(runs.get("grid"), dict | list):
-        raise RunFileError(f"{runs_file} lacks its 'grid' table; restore it, or start a new run.")
-    return config, runs["grid"]
+    folder = RunFolder(run_dir)
+    return from_dict(folder.read_config(), source=str(folder.config)), folder.read_runs()["grid"]
 
 
 def load_run_control(run_dir: Path) -> RunControl:
     """The host-loop options a run was last started with (defaults for older runs)."""
-    control = read_run_record(run_dir).get("control", {})
-    return from_table(RunControl, control, str(run_dir / "config.json"), "control.")
-
-
-def checkpoint_steps(run_dir: Path) -> list[int]:
-    """The complete checkpoints in a run directory, oldest first (without opening them)."""
-    return sorted(int(p.name) for p in (run_dir / "checkpoints").glob("[0-9]*")
-                  if p.name.isdigit())
-
-
-def recorded_iterations(run_dir: Path) -> int:
-    """The iteration of metrics.jsonl's last row (0 when there is none or it is unreadable)."""
-    path = run_dir / "metrics.jsonl"
-    lines = path.read_bytes().splitlines() if path.exists() else []
-    try:
-        return int(json.loads(lines[-1])["iteration"]) if lines else 0
-    except (ValueError, KeyError, TypeError):
-        return 0
+    folder = RunFolder(run_dir)
+    control = folder.read_config().get("control", {})
+    return from_table(RunControl, control, str(folder.config), "control.")
 
 
 def complete_message(run_dir: Path, config: TrainConfig) -> str:
     return (f"{run_dir} is already complete ({config.num_iterations} iterations, "
             f"{config.num_iterations * config.batch_size:,} env steps per run); its results are "
-            f"in {run_dir / 'metrics.jsonl'}. Start a new run to train more.")
+            f"in {RunFolder(run_dir).metrics}. Start a new run to train more.")
 
 
 RESUMABLE_CHANGES = ("progress", "results_dir", "run_name")
 """Config fields that may differ on resume: they change where and how a run is shown, not
 what it computes."""
 
-HYPERPARAM_CHANGES = ("learning_rate", "gamma", "gae_lambda", "clip_coef", "ent_coef",
-                      "vf_coef", "max_grad_norm", "reward_scale", "vaco.delta",
-                      "ppo_kl.target_kl", *(f"{algo}.{bar}" for algo in ALGOS
-                                            for bar in ("rho_bar", "c_bar")))
-"""Config fields that --resume-with-changes accepts: `jaxvaco.hparams.Hyperparams` leaves,
-which change no array shape, so the checkpointed state continues under the new values."""
+def hyperparam_fields() -> tuple[str, ...]:
+    """Config fields that --resume-with-changes accepts: `jaxvaco.hparams.Hyperparams` leaves
+    (the shared ones and every algorithm's traced options), which change no array shape, so
+    the checkpointed state continues under the new values."""
+    return (*SHARED, *(f"{name}.{option}" for name, spec in algorithms().items()
+                       for option in spec.traced))
 
 
 def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
@@ -212,9 +147,9 @@ def config_changes(saved: TrainConfig, new: TrainConfig) -> list[str]:
 
 
 def hyperparam_changes(saved: TrainConfig, new: TrainConfig) -> list[str]:
-    """The changes that --resume-with-changes accepts (see `HYPERPARAM_CHANGES`)."""
+    """The changes that --resume-with-changes accepts (`hyperparam_fields`)."""
     return [text for name, text in changed_fields(saved, new).items()
-            if name in HYPERPARAM_CHANGES]
+            if name in hyperparam_fields()]
 
 
 def resume_conflicts(saved: TrainConfig, new: TrainConfig, iterations_done: int) -> list[str]:
@@ -251,7 +186,7 @@ def resume_run_dir(config: TrainConfig, grid: Grid | None, run_dir: Path,
     too; config.json records them under "resume_changes" with the iteration they apply from.
     """
     saved, saved_grid = load_run_dir(run_dir)
-    source = "config.json"
+    source = RunFolder.CONFIG
     if record is not None:
         saved = from_dict(record.get("config", {}), f"checkpoint {iterations_done} of {run_dir}")
         saved_grid = record.get("grid", saved_grid)
@@ -266,7 +201,7 @@ def resume_run_dir(config: TrainConfig, grid: Grid | None, run_dir: Path,
     if problems:
         raise ConfigError(resume_refusal(run_dir, problems, allow_changes,
                                          set(problems) <= set(changeable), source))
-    history = read_run_record(run_dir).get("resume_changes", [])
+    history = RunFolder(run_dir).read_config().get("resume_changes", [])
     if accepted:
         history = [*history, {"iteration": iterations_done, "changes": accepted}]
     write_run_record(run_dir, config, control, history)
@@ -274,7 +209,7 @@ def resume_run_dir(config: TrainConfig, grid: Grid | None, run_dir: Path,
 
 
 def resume_refusal(run_dir: Path, problems: list[str], allowed_changes: bool,
-                   all_changeable: bool, source: str = "config.json") -> str:
+                   all_changeable: bool, source: str = RunFolder.CONFIG) -> str:
     """Why a resume is refused, and what to do instead."""
     head = (f"Cannot resume {run_dir} with a changed experiment (compared with {source}): "
             f"{'; '.join(problems)}.")
@@ -284,7 +219,7 @@ def resume_refusal(run_dir: Path, problems: list[str], allowed_changes: bool,
                 "to change the others.")
     if all_changeable:
         return (f"{head} To continue with these values from the newest checkpoint, add "
-                "--resume-with-changes (config.json records the change).")
+                f"--resume-with-changes ({RunFolder.CONFIG} records the change).")
     return f"{head} Start a new run to change these."
 
 
@@ -294,16 +229,17 @@ def open_run(config: TrainConfig, grid: Grid | None, control: RunControl,
     """The run's config, grid, directory and checkpoints: a fresh run or one resumed."""
     if resume is None:
         config, run_dir = prepare_run_dir(config, control)
-        store = (Checkpointer(run_dir / "checkpoints", control.keep_checkpoints)
+        store = (Checkpointer(RunFolder(run_dir).checkpoints, control.keep_checkpoints)
                  if control.keep_checkpoints else None)
         return config, grid, run_dir, store
     saved = load_run_dir(resume)[0]  # fails before creating anything when no run directory
-    if not checkpoint_steps(resume):
-        if recorded_iterations(resume) >= saved.num_iterations:
+    folder = RunFolder(resume)
+    if not folder.checkpoint_steps():
+        if folder.recorded_iterations() >= saved.num_iterations:
             raise RunAlreadyComplete(complete_message(resume, saved))
     if not control.keep_checkpoints:
         raise ConfigError("Resuming needs checkpoints: --keep-checkpoints must be > 0.")
-    store = Checkpointer(resume / "checkpoints", control.keep_checkpoints)
+    store = Checkpointer(folder.checkpoints, control.keep_checkpoints)
     try:
         steps = store.steps()
         done = steps[-1] if steps else 0
@@ -323,15 +259,11 @@ def set_aside_results(run_dir: Path) -> Path | None:
     written over them. Returns the new path (None when there was nothing to keep)."""
     import warnings
 
-    metrics = run_dir / "metrics.jsonl"
-    if not metrics.exists() or not metrics.stat().st_size:
+    folder = RunFolder(run_dir)
+    iterations = folder.recorded_iterations()
+    kept = folder.set_aside_metrics()
+    if kept is None:
         return None
-    n = 1
-    while (run_dir / f"metrics.before-restart-{n}.jsonl").exists():
-        n += 1
-    kept = run_dir / f"metrics.before-restart-{n}.jsonl"
-    iterations = recorded_iterations(run_dir)
-    metrics.replace(kept)
     warnings.warn(f"{run_dir} has no checkpoint to continue from: it starts again at iteration "
                   f"0, and the rows it had (up to iteration {iterations}) are kept in {kept}.",
                   stacklevel=2)

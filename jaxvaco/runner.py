@@ -33,7 +33,8 @@ from jaxvaco.config import ConfigError, TrainConfig, to_dict
 from jaxvaco.grid import expand_runs, grid_combinations, validate_grid
 from jaxvaco.memory import validate_memory
 from jaxvaco.rows import summarize
-from jaxvaco.run_dir import Grid, RunControl, grid_as_json, load_run_control, open_run, write_json
+from jaxvaco.run_dir import Grid, RunControl, grid_as_json, load_run_control, open_run
+from jaxvaco.run_folder import RunFolder
 from jaxvaco.runs_trainer import RunsTrainer
 from jaxvaco.session import Schedule, Session
 from jaxvaco.train import TrainState, make_train
@@ -97,14 +98,23 @@ def check_before_start(config: TrainConfig, grid: Grid | None) -> TrainConfig:
     return config
 
 
+def replay_delays(config: TrainConfig) -> np.ndarray | None:
+    """The recorded delays of --lag.mode replay (the run folder's lag schedule), else None."""
+    if config.lag.mode != "replay":
+        return None
+    from jaxvaco.asynchronous.schedule import read_delays
+
+    return read_delays(config.lag.replay)
+
+
 def open_session(config: TrainConfig, grid: Grid | None, run_dir: Path,
                  store: Checkpointer | None, control: RunControl, cache_dir: Path | None,
                  started: float, watch: Stopwatch) -> Session:
     """The runs (recorded in runs.json), their compiled programs and the host loop."""
     runs, keys, hp = expand_runs(config, grid)
-    write_json(run_dir / "runs.json", {"grid": grid_as_json(grid), "runs": runs})
+    RunFolder(run_dir).write_runs(grid_as_json(grid), runs)
     layout = distributed.layout(config)  # decided once: the trainer and its programs share it
-    trainer = make_train(config, layout)
+    trainer = make_train(config, layout, replay_delays(config))
     record = {"config": to_dict(config), "grid": grid_as_json(grid)}
     if config.asynchronous.enabled:
         from jaxvaco.asynchronous.trainer import AsyncTrainer

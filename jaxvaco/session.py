@@ -42,11 +42,12 @@ import numpy as np
 
 from jaxvaco.checkpoint import Checkpointer
 from jaxvaco.compilation import COMPILE_CLOCK, Stopwatch
-from jaxvaco.config import RunFileError
+from jaxvaco.errors import RunFileError
 from jaxvaco.guard import NonFiniteError, Problems, describe_runs, locate_nonfinite, nonfinite
-from jaxvaco.run_dir import RunControl, set_aside_results, write_json
+from jaxvaco.run_dir import RunControl, set_aside_results
+from jaxvaco.run_folder import RunFolder, read_rows, write_json
 from jaxvaco.signals import StopSignals
-from jaxvaco.sinks import Sinks, open_sinks, read_rows
+from jaxvaco.sinks import Sinks, open_sinks
 
 
 class LoopTrainer(Protocol):
@@ -117,7 +118,7 @@ class Session:
 
     def checkpointed_rows(self, loop: LoopState) -> list[dict]:
         """The rows of metrics.jsonl up to the checkpoint (RunFileError if it lost some)."""
-        path = self.run_dir / "metrics.jsonl"
+        path = RunFolder(self.run_dir).metrics
         size = path.stat().st_size if path.exists() else 0
         if size < loop.metrics_bytes:
             raise RunFileError(f"{path} holds {size} bytes, fewer than the {loop.metrics_bytes} "
@@ -233,7 +234,7 @@ class Session:
     def write_timings(self) -> None:
         """timings.json: where the seconds went (experiments/startup.py)."""
         compile_stats = COMPILE_CLOCK.stats(self.started)
-        write_json(self.run_dir / "timings.json", {
+        write_json(RunFolder(self.run_dir).timings, {
             "started": self.started, "finished": time.time(),
             "phases": self.watch.report(COMPILE_CLOCK),
             "compile": dataclasses.asdict(compile_stats)})

@@ -1,4 +1,5 @@
-"""Where metric rows go: metrics.jsonl always; TensorBoard and Weights & Biases when asked.
+"""Where metric rows go: metrics.jsonl always (`jaxvaco.run_folder.JsonlWriter`);
+TensorBoard and Weights & Biases when asked.
 
 Every sink is fed by the host loop after each chunk (never from inside jit) with the
 chunk's rows, one per run. TensorBoard and W&B are imported only when enabled, so neither
@@ -10,37 +11,14 @@ events past the checkpoint's step (`purge_step`), and W&B continues the same run
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
-from jaxvaco.config import ConfigError, RunFileError
+from jaxvaco.errors import ConfigError
+from jaxvaco.run_folder import JsonlWriter, RunFolder
 
 LABEL_KEYS = ("chunk", "iteration", "env_steps", "run")
-
-
-def read_rows(path: Path, num_bytes: int) -> list[dict]:
-    """The rows in the first `num_bytes` bytes of a JSONL file.
-
-    A line that is not a JSON object raises RunFileError naming the file and the line.
-    """
-    with open(path, "rb") as file:
-        text = file.read(num_bytes).decode(errors="replace")
-    rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            row, reason = None, f"{error.msg} at column {error.colno}"
-        else:
-            reason = "not a JSON object"
-        if not isinstance(row, dict):
-            raise RunFileError(f"{path} line {number} is damaged ({reason}); repair that line "
-                               "by hand (leaving the others as they are), or restore the file.")
-        rows.append(row)
-    return rows
 
 
 def run_label(run: dict) -> str:
@@ -52,32 +30,6 @@ def scalars(row: dict) -> dict[str, float]:
     """The numeric metrics of a row (not its labels, not missing values)."""
     return {k: float(v) for k, v in row.items()
             if k not in LABEL_KEYS and isinstance(v, int | float) and not isinstance(v, bool)}
-
-
-class JsonlSink:
-    """One JSON line per run per chunk in metrics.jsonl."""
-
-    def __init__(self, path: Path, resume_bytes: int | None):
-        if resume_bytes is None:
-            self._file = open(path, "w")
-        else:
-            self._file = open(path, "r+")
-            self._file.truncate(resume_bytes)
-            self._file.seek(resume_bytes)
-
-    def write(self, rows: list[dict], info: dict) -> None:
-        for row in rows:
-            self._file.write(json.dumps(row) + "\n")
-        self._file.flush()
-
-    def sync(self) -> int:
-        """Flush to disk; the file's length in bytes (saved with each checkpoint)."""
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        return self._file.tell()
-
-    def close(self) -> None:
-        self._file.close()
 
 
 class TensorBoardSink:
@@ -93,7 +45,7 @@ class TensorBoardSink:
         # Event files are named by the second they were opened in: a unique suffix keeps a
         # run resumed within the same second from overwriting the file it continues.
         suffix = f".{time.time_ns()}"
-        self._writers = [SummaryWriter(str(run_dir / "tensorboard" / run_label(run)),
+        self._writers = [SummaryWriter(str(RunFolder(run_dir).tensorboard / run_label(run)),
                                        purge_step=purge, filename_suffix=suffix)
                          for run in runs]
 
@@ -121,7 +73,7 @@ class WandbSink:
         except ImportError:
             raise ConfigError("--wandb needs wandb: pip install wandb "
                               "(or the jaxvaco[logging] extra).") from None
-        id_file = run_dir / "wandb-id"
+        id_file = RunFolder(run_dir).wandb_id
         run_id = id_file.read_text() if id_file.exists() else None
         self._labels = [run_label(run) for run in runs]
         self._run = wandb.init(project=project, name=run_dir.name, id=run_id, resume="allow",
@@ -143,7 +95,7 @@ class WandbSink:
 class Sinks:
     """All enabled sinks as one: `write` to each, `close` each."""
 
-    def __init__(self, jsonl: JsonlSink, others: list):
+    def __init__(self, jsonl: JsonlWriter, others: list):
         self.jsonl = jsonl
         self._all = [jsonl, *others]
 
@@ -167,5 +119,5 @@ def open_sinks(run_dir: Path, config: dict, runs: list[dict], *, tensorboard: bo
         others.append(TensorBoardSink(run_dir, runs, resume[1] if resume else None))
     if wandb:
         others.append(WandbSink(run_dir, config, runs, wandb_project))
-    jsonl = JsonlSink(run_dir / "metrics.jsonl", resume[0] if resume else None)
+    jsonl = JsonlWriter(RunFolder(run_dir).metrics, resume[0] if resume else None)
     return Sinks(jsonl, others)

@@ -64,9 +64,11 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxvaco.algos.registry import spec_of
 from jaxvaco.config import ConfigError, TrainConfig, tuned_settings
 from jaxvaco.results import tidy_rows, write_results
-from jaxvaco.run_dir import RunControl, config_changes, load_run_dir, write_json
+from jaxvaco.run_dir import RunControl, config_changes, load_run_dir
+from jaxvaco.run_folder import RunFolder, SweepFolder, write_json
 from jaxvaco.runner import check_before_start, run
 from jaxvaco.sweep_spec import (
     Cell,
@@ -121,15 +123,17 @@ def long_lags(spec: SweepConfig, plan: Plan | None = None) -> list[str]:
 
 
 def critic_of(config: TrainConfig) -> str:
-    """Which critic gives a cell's advantages: its algorithm's `critic` option; IMPALA
-    recomputes V-trace with the learner's critic at every minibatch."""
-    return "learner" if config.algo == "impala" else getattr(config, config.algo).critic
+    """Which critic gives a cell's advantages: "learner" (recomputed once per iteration, or at
+    every minibatch) or "behaviour" (the values the actors recorded), as its algorithm's
+    record says (`AlgorithmSpec.learner_critic`)."""
+    spec = spec_of(config.algo)
+    return "learner" if spec.learner_critic(getattr(config, config.algo)) else "behaviour"
 
 
 def unlike_comparisons(spec: SweepConfig, plan: Plan | None = None) -> list[str]:
     """Warnings for a comparison of unlike variants: some use the recorded (behaviour)
     critic and others the learner's, or some run their algorithm's tuned values
-    (`jaxvaco.config.TUNED`) and others not. One line each, naming the variants (`plan`:
+    (`AlgorithmSpec.tuned`) and others not. One line each, naming the variants (`plan`:
     the sweep's `plan_sweep`, made here when not given)."""
     configs: dict[str, TrainConfig] = {}
     for cell, config, _ in plan or plan_sweep(spec):
@@ -145,9 +149,9 @@ def unlike_comparisons(spec: SweepConfig, plan: Plan | None = None) -> list[str]
     if len(set(tuned.values())) > 1:
         untuned = ", ".join(label for label, ok in tuned.items() if not ok)
         out.append(f"{untuned} do(es) not run with its algorithm's tuned values "
-                   "(jaxvaco.config.TUNED: learning rate, entropy, epochs, minibatches, its own "
-                   "knob) while the other variants do; give every variant the same tuning "
-                   "budget, or name the difference.")
+                   "(learning rate, entropy, epochs, minibatches, its own tuned options) "
+                   "while the other variants do; give every variant the same tuning budget, or "
+                   "name the difference.")
     return out
 
 
@@ -172,9 +176,10 @@ def plan_sweep(spec: SweepConfig, only: Sequence[Cell] | None = None) -> Plan:
 
 def cell_state(cell_dir: Path) -> str:
     """done, failed or todo."""
-    if (cell_dir / "DONE").exists() and (cell_dir / "metrics.jsonl").exists():
+    folder = RunFolder(cell_dir)
+    if folder.done.exists() and folder.metrics.exists():
         return "done"
-    return "failed" if (cell_dir / "FAILED").exists() else "todo"
+    return "failed" if folder.failed.exists() else "todo"
 
 
 def check_unchanged(cell_dir: Path, config: TrainConfig) -> None:
@@ -195,27 +200,29 @@ def run_sweep(spec: SweepConfig, control: RunControl | None = None,
     directory = Path(spec.results_dir) / spec.name
     plan = plan or plan_sweep(spec, only)
     directory.mkdir(parents=True, exist_ok=True)
-    write_json(directory / "sweep.json", dataclasses.asdict(spec))
+    sweep = SweepFolder(directory)
+    write_json(sweep.spec, dataclasses.asdict(spec))
     result = SweepResult(directory, [], [], {})
     for i, (cell, config, grid) in enumerate(plan):
-        cell_dir = directory / "runs" / cell.name
+        folder = sweep.cell(cell.name)
+        cell_dir = folder.path
         state = cell_state(cell_dir)
         if state != "todo":
             if state == "done":
                 check_unchanged(cell_dir, config)
             else:
-                result.failed[cell.name] = (cell_dir / "FAILED").read_text()
+                result.failed[cell.name] = folder.failed.read_text()
             result.skipped.append(cell.name)
             continue
         print(f"[{i + 1}/{len(plan)}] {cell.name}", flush=True)
-        resume = cell_dir if (cell_dir / "config.json").exists() else None
+        resume = cell_dir if folder.config.exists() else None
         result.ran.append(cell.name)
         t0 = time.perf_counter()
         try:
             outcome = run(config, grid, control, resume=resume)
         except NonFiniteError as error:
             result.seconds += time.perf_counter() - t0
-            (cell_dir / "FAILED").write_text(str(error))
+            folder.failed.write_text(str(error))
             result.failed[cell.name] = str(error)
             continue
         result.seconds += time.perf_counter() - t0
@@ -223,8 +230,8 @@ def run_sweep(spec: SweepConfig, control: RunControl | None = None,
         if outcome.stop_signal:
             result.stop_signal = outcome.stop_signal
             break
-        write_json(cell_dir / "DONE", {k: np.asarray(v).tolist()
-                                       for k, v in outcome.summary.items()})
+        write_json(folder.done, {k: np.asarray(v).tolist()
+                                 for k, v in outcome.summary.items()})
         write_sweep_table(directory, [c for c, _, _ in plan])
     write_sweep_table(directory, [c for c, _, _ in plan])
     return result
@@ -232,7 +239,8 @@ def run_sweep(spec: SweepConfig, control: RunControl | None = None,
 
 def write_sweep_table(directory: Path, sweep_cells: list[Cell]) -> Path:
     """results.csv from every complete cell (atomically replaced)."""
-    rows = [row for cell in sweep_cells
-            if cell_state(directory / "runs" / cell.name) == "done"
-            for row in tidy_rows(directory / "runs" / cell.name, cell.label)]
-    return write_results(directory / "results.csv", rows)
+    sweep = SweepFolder(directory)
+    cell_dirs = [(sweep.cell(cell.name).path, cell.label) for cell in sweep_cells]
+    rows = [row for cell_dir, label in cell_dirs if cell_state(cell_dir) == "done"
+            for row in tidy_rows(cell_dir, label)]
+    return write_results(sweep.results, rows)

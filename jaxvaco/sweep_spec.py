@@ -20,6 +20,7 @@ from jaxvaco.config import (
     option_paths,
     with_overrides,
 )
+from jaxvaco.run_folder import SweepFolder
 from jaxvaco.validation import plain_folder_name
 
 SWEEP_SET = ("env", "run_name", "results_dir", "lag.max_delay")
@@ -182,5 +183,5 @@ def cell_config(spec: SweepConfig, cell: Cell, directory: Path | None = None
     directory = directory or Path(spec.results_dir) / spec.name
     return dataclasses.replace(
         config, env=cell.env, algo=cell.algo, run_name=cell.name,
-        results_dir=str(directory / "runs"),
+        results_dir=str(SweepFolder(directory).cells),
         lag=dataclasses.replace(config.lag, max_delay=max(cell.delays)))

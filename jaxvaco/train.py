@@ -1,7 +1,7 @@
 """The jitted training loop, as stages: `make_train(config)` wires them into pure functions.
 
-One learner iteration (spec §1.1) is the composition of module-level stages, each a pure
-function of one static `Setup` record (`jaxvaco.train_state`) and arrays:
+One learner iteration (docs/concepts/spec.md §1.1) is the composition of module-level stages,
+each a pure function of one static `Setup` record (`jaxvaco.train_state`) and arrays:
 
     behaviour  = select_behaviour(setup, state, hp, key)   # rollout: ring buffer | sync | θ_T
     traj       = collect(setup, state, behaviour.params, key)           # rollout
@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxvaco import distributed
 from jaxvaco.algos import Algorithm, make_algorithm
@@ -68,7 +69,8 @@ def mean_tv(logp_a: jax.Array, logp_b: jax.Array) -> jax.Array:
 
 def iteration_metrics(setup: Setup, traj: Rollout, view: LearnerView, params: Any,
                       delays: jax.Array, lr: jax.Array) -> dict:
-    """Lag (spec §1.2), TV backward / forward / total on the subsample, episode sums."""
+    """Lag (docs/concepts/spec.md §1.2), TV backward / forward / total on the subsample, episode
+    sums."""
     config, envs = setup.config, setup.metric_envs
     pi_final, _ = setup.network.apply(params, traj.obs[:, envs])
     final_logp = pi_final.log_prob(traj.actions[:, envs])
@@ -153,10 +155,12 @@ def init_state(setup: Setup, init_env: VecEnv, key: jax.Array, hp: Hyperparams) 
     )
 
 
-def make_train(config: TrainConfig, layout: distributed.Layout | None = None) -> Trainer:
+def make_train(config: TrainConfig, layout: distributed.Layout | None = None,
+               replay_delays: np.ndarray | None = None) -> Trainer:
     """Build env, network, algorithm and wire the stages into the pure functions of one run
-    (shared options left at None take the algorithm's tuned values, `config.TUNED`).
-    `layout`: the run's `distributed.layout(config)`, when the caller has decided it."""
+    (shared options left at None take the algorithm's tuned values, `AlgorithmSpec.tuned`).
+    `layout`: the run's `distributed.layout(config)`, when the caller has decided it;
+    `replay_delays`: with --lag.mode replay, the recorded delays k(T) (`rollout.lag_model`)."""
     config = validate(config)
     layout = distributed.layout(config) if layout is None else layout
     axis = layout.env_axis  # None on one device: every collective is the identity
@@ -164,8 +168,8 @@ def make_train(config: TrainConfig, layout: distributed.Layout | None = None) ->
     make = functools.partial(make_env, config.env, brax_backend=config.brax_backend)
     env: VecEnv = make(config.num_envs // devices)
     network = make_network(env.spec, config.hidden_sizes, config.activation)
-    setup = Setup(config, env, network, make_algorithm(config), lag_model(config, axis), axis,
-                  layout.minibatch_axis)
+    setup = Setup(config, env, network, make_algorithm(config),
+                  lag_model(config, axis, replay_delays), axis, layout.minibatch_axis)
     chunk = functools.partial(train_chunk, setup)
     if axis:
         chunk = distributed.shard_envs(chunk, layout.mesh)

@@ -14,7 +14,8 @@ import typing
 from pathlib import PurePath
 from typing import Any
 
-from jaxvaco.config import ALGOS, ConfigError, TrainConfig, with_tuned_defaults
+from jaxvaco.algos.registry import algorithms, spec_of
+from jaxvaco.config import ConfigError, TrainConfig, with_tuned_defaults
 
 
 def _require(condition: bool, message: str) -> None:
@@ -152,21 +153,18 @@ def _validate_async(config: TrainConfig) -> None:
 
 
 def _validate_algo(config: TrainConfig) -> None:
-    if config.algo not in ALGOS:
-        close = difflib.get_close_matches(config.algo, ALGOS, n=3, cutoff=0.3)
+    """A registered algorithm, and every algorithm's options as its `AlgorithmSpec.check`
+    wants them (a group that does not run is still checked: it may run in a sweep's cell)."""
+    spec = spec_of(config.algo)
+    if spec is None:
+        names = list(algorithms())
+        close = difflib.get_close_matches(config.algo, names, n=3, cutoff=0.3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise ConfigError(
-            f"Unknown --algo {config.algo!r}.{hint} Choose one of {', '.join(ALGOS)}.")
-    _require(config.vaco.delta > 0, f"--vaco.delta must be > 0, got {config.vaco.delta}.")
-    _require(config.vaco.delta <= 1,
-             f"--vaco.delta must be at most 1, got {config.vaco.delta}: a TV estimate never "
-             "exceeds 1, so the filter could never fire (use --vaco.filter none for no filter).")
-    for group in ALGOS:
-        sub, flag = getattr(config, group), group.replace("_", "-")
-        _require(sub.rho_bar > 0 and sub.c_bar > 0,
-                 f"--{flag}.rho-bar and --{flag}.c-bar must be > 0.")
-    _require(config.ppo_kl.kl_coef >= 0 and config.ppo_kl.target_kl > 0,
-             "--ppo-kl.kl-coef must be >= 0 and --ppo-kl.target-kl > 0.")
+            f"Unknown --algo {config.algo!r}.{hint} Choose one of {', '.join(names)}.")
+    for name, group_spec in algorithms().items():
+        problems = group_spec.problems(getattr(config, name))
+        _require(not problems, " ".join(problems))
 
 
 def _validate_distributed(config: TrainConfig) -> None:
@@ -241,7 +239,7 @@ def validate(config: TrainConfig) -> TrainConfig:
 def unused_algo_options(config: TrainConfig) -> list[str]:
     """Options of another algorithm's group (--<algo>.*) set away from their defaults."""
     out = []
-    for group in ALGOS:
+    for group in algorithms():
         if group == config.algo or not hasattr(config, group):
             continue
         options, defaults = getattr(config, group), type(getattr(config, group))()

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
-from jaxvaco.hparams import hyperparams_from_config
+from jaxvaco.grid import hyperparams_from_config
 from jaxvaco.train import make_train
 
 PATH = Path(__file__).parent / "data" / "fingerprint.json"

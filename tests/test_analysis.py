@@ -410,7 +410,7 @@ def test_robustness_table_cells_by_hand():
 def test_robustness_table_without_lag_has_no_retention():
     from rich.console import Console
 
-    from jaxvaco.progress import print_results_table
+    from jaxvaco.analysis.sweep_table import print_results_table
 
     table = _sweep_table(ks=(0,))
     rows = sweep_table.robustness_table(table)

@@ -150,9 +150,9 @@ def test_replay_needs_a_run_folder(tmp_path):
 def worker(root: str) -> dict:
     import jax
 
-    from jaxvaco.asynchronous import schedule
     from jaxvaco.asynchronous.trainer import AsyncTrainer
     from jaxvaco.run_dir import RunControl
+    from jaxvaco.run_folder import RunFolder
     from jaxvaco.runner import run
 
     def train(name, config, **kwargs):
@@ -164,7 +164,7 @@ def worker(root: str) -> dict:
     found["async"] = {"rows": [{k: row[k] for k in ("iteration", "lag/iterations",
                                                     "lag/sgd_steps", "lag/histogram",
                                                     "tv/backward")} for row in result.rows],
-                      "schedule": schedule.read_rows(result.run_dir)}
+                      "schedule": RunFolder(result.run_dir).read_lag_schedule()}
     replay_config = tiny(num_seeds=2, chunk_iterations=1, asynchronous=AsyncConfig(),
                          lag=LagConfig(mode="replay", replay=str(result.run_dir)))
     replays = [train(f"replay{i}", replay_config) for i in range(2)]
@@ -189,7 +189,7 @@ def two_learner_devices(train) -> dict:
     import jax.numpy as jnp
 
     from jaxvaco.asynchronous.trainer import actor_collect, learner_program
-    from jaxvaco.hparams import hyperparams_from_config
+    from jaxvaco.grid import hyperparams_from_config
     from jaxvaco.train import make_train
 
     config = tiny()

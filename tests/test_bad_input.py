@@ -33,7 +33,8 @@ from jaxvaco import runner, session, sweep
 from jaxvaco.cli import main
 from jaxvaco.commands.train import resume_defaults
 from jaxvaco.config import ConfigError, LagConfig, TrainConfig
-from jaxvaco.run_dir import RunAlreadyComplete, RunControl, checkpoint_steps
+from jaxvaco.run_dir import RunAlreadyComplete, RunControl
+from jaxvaco.run_folder import RunFolder
 from tests.processes import CRASHES, Outcome, process, start
 
 TINY = ["--num-envs", "8", "--num-steps", "16", "--total-timesteps", "512",
@@ -276,7 +277,7 @@ def test_no_progress_still_prints_summary_and_results_path(finished):
 def test_resume_remembers_host_loop_options(finished):
     assert resume_defaults(finished["run"]).control == RunControl(checkpoint_every=2,
                                                                   keep_checkpoints=2)
-    assert checkpoint_steps(finished["run"]) == [2, 4]
+    assert RunFolder(finished["run"]).checkpoint_steps() == [2, 4]
 
 
 # ------------------------------------------------------------------------------ sweeps
@@ -400,11 +401,11 @@ def test_full_disk_during_a_checkpoint_keeps_the_earlier_ones(tmp_path, monkeypa
     run_dir = tmp_path / "r"
     assert_one_line(cli(argv), 1, "could not write checkpoint 2", "No space left on device",
                     "(iterations 1) are intact", f"jaxvaco train --resume {run_dir.absolute()}")
-    assert checkpoint_steps(run_dir) == [1]
+    assert RunFolder(run_dir).checkpoint_steps() == [1]
     monkeypatch.undo()
     outcome = cli(["train", "--resume", str(run_dir)])
     assert outcome.status == 0, outcome
-    assert checkpoint_steps(run_dir)[-1] == 4
+    assert RunFolder(run_dir).checkpoint_steps()[-1] == 4
 
 
 def poison_above(learning_rate: float, iteration: int):
@@ -412,8 +413,8 @@ def poison_above(learning_rate: float, iteration: int):
     rate is above `learning_rate` (pure, inside jit)."""
     make_train = runner.make_train
 
-    def make(config, layout=None):
-        trainer = make_train(config, layout)
+    def make(config, layout=None, replay_delays=None):
+        trainer = make_train(config, layout, replay_delays)
 
         def train_chunk(state, hp, n):
             state, sums = trainer.train_chunk(state, hp, n)
@@ -448,7 +449,7 @@ def test_nan_stopped_run_resumes_with_a_lower_learning_rate(tmp_path, monkeypatc
                                          "changes": ["--learning-rate: 0.001 -> 0.0005"]}]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [row["iteration"] for row in rows] == [1, 2, 3, 4]
-    assert checkpoint_steps(run_dir) == [2, 3, 4]  # --checkpoint-every 1 remembered
+    assert RunFolder(run_dir).checkpoint_steps() == [2, 3, 4]  # --checkpoint-every 1 remembered
 
 
 # ------------------------------------------------------- through the console entry point
@@ -539,7 +540,7 @@ def test_a_signal_while_training_saves_a_checkpoint_and_the_run_continues(tmp_pa
     outcome = interrupt(argv, lambda: (run_dir / "metrics.jsonl").exists(), sig)
     assert_one_line(outcome, 128 + sig, f"stopped by {signal.Signals(sig).name} at a chunk "
                     "boundary", f"jaxvaco train --resume {run_dir}")
-    assert checkpoint_steps(run_dir)
+    assert RunFolder(run_dir).checkpoint_steps()
     resumed = process(["train", "--resume", str(run_dir)])
     assert resumed.status == 0, resumed
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -558,7 +559,7 @@ def test_a_signal_just_after_the_checkpoint_check_still_saves(tmp_path, monkeypa
     outcome = cli(["train", *TINY, "--results-dir", str(tmp_path), "--run-name", "r",
                    "--chunk-iterations", "1"])
     assert_one_line(outcome, 130, "stopped by SIGINT at a chunk boundary")
-    assert checkpoint_steps(tmp_path / "r") == [1]
+    assert RunFolder(tmp_path / "r").checkpoint_steps() == [1]
 
 
 # ------------------------------------------------------------------ the program cache
@@ -672,7 +673,7 @@ def test_a_full_disk_on_a_real_filesystem_ends_with_one_line(tmp_path):
                         f"jaxvaco train --resume {disk / 'r'}")
         (disk / "filler").unlink()
         assert process(["train", "--resume", str(disk / "r")]).status == 0
-        assert checkpoint_steps(disk / "r")[-1] == 4
+        assert RunFolder(disk / "r").checkpoint_steps()[-1] == 4
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
 

@@ -300,8 +300,8 @@ def poison_after(iteration: int, ent_coef: float):
     ent_coef above `ent_coef` (pure, inside jit)."""
     make_train = runner.make_train
 
-    def make(config, layout=None):
-        trainer = make_train(config, layout)
+    def make(config, layout=None, replay_delays=None):
+        trainer = make_train(config, layout, replay_delays)
 
         def train_chunk(state, hp, n):
             state, sums = trainer.train_chunk(state, hp, n)
@@ -345,7 +345,8 @@ def test_sinks_jsonl_tensorboard_and_wandb_offline(tmp_path, monkeypatch):
     """Rows go to every sink; a resumed JSONL sink drops rows past the checkpoint."""
     pytest.importorskip("tensorboardX")
     pytest.importorskip("wandb")
-    from jaxvaco.sinks import open_sinks, read_rows
+    from jaxvaco.run_folder import read_rows
+    from jaxvaco.sinks import open_sinks
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")

@@ -226,8 +226,8 @@ def test_a_trainer_built_elsewhere_never_gets_jaxvacos_cached_programs(tmp_path,
     run(tiny(tmp_path, "clean"), control=control)
     make_train = runner.make_train
 
-    def poisoned(config, layout=None):
-        trainer = make_train(config, layout)
+    def poisoned(config, layout=None, replay_delays=None):
+        trainer = make_train(config, layout, replay_delays)
 
         def train_chunk(state, hp, n):
             state, sums = trainer.train_chunk(state, hp, n)
@@ -343,7 +343,7 @@ def brax_chunk_sums(options: dict) -> dict[str, float]:
     import jax.numpy as jnp
     import numpy as np
 
-    from jaxvaco.hparams import hyperparams_from_config
+    from jaxvaco.grid import hyperparams_from_config
     from jaxvaco.train import make_train
 
     config = TrainConfig(env="inverted_pendulum", num_envs=8, num_steps=16, hidden_sizes=(16,),
@@ -390,7 +390,7 @@ def test_rarely_run_programs_compile_lighter_to_bit_identical_outputs(env):
     import jax.numpy as jnp
     import numpy as np
 
-    from jaxvaco.hparams import hyperparams_from_config
+    from jaxvaco.grid import hyperparams_from_config
     from jaxvaco.train import make_train
 
     config = TrainConfig(env=env, num_envs=4, num_steps=8, hidden_sizes=(16,),

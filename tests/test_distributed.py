@@ -73,7 +73,7 @@ def worker() -> dict:
     import jax.numpy as jnp
 
     from jaxvaco.distributed import layout, sync_delay
-    from jaxvaco.hparams import hyperparams_from_config
+    from jaxvaco.grid import hyperparams_from_config
     from jaxvaco.results import FRACTIONS
     from jaxvaco.train import make_train
 

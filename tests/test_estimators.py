@@ -1,4 +1,4 @@
-"""GAE and V-trace (spec §2) against plain-NumPy loop references and rlax.
+"""GAE and V-trace (docs/concepts/spec.md §2) against plain-NumPy loop references and rlax.
 
 The references below are written from the spec's equations, one env column and one time
 step at a time, in float64; the code under test runs in float32 on [T, N] arrays.

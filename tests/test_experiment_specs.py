@@ -233,7 +233,7 @@ def test_run_spec_appends_new_cells_and_skips_those_in_the_csv(tmp_path, monkeyp
     the schema (the committed ones) read under the schema's names."""
     import experiments.common as common
     from jaxvaco.config import to_dict
-    from jaxvaco.run_dir import write_json
+    from jaxvaco.run_folder import write_json
     from jaxvaco.sweep import SweepResult, cell_config
 
     spec = experiment_spec(fair_study.SPEC, tmp_path, envs=["CartPole-v1"],

@@ -1,6 +1,7 @@
-"""No import circle in the repository: the modules of `jaxvaco/` and `experiments/` import
-one another along a graph without cycles, counting every import statement (module level,
-inside functions, under `if __name__ == "__main__":`)."""
+"""The structure's guard: no import circle in the repository (the modules of `jaxvaco/` and
+`experiments/` import one another along a graph without cycles), and jaxvaco's imports go
+down its layers, never up. Every import statement counts (module level, inside functions,
+under `if __name__ == "__main__":`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,52 @@ analysis and llm packages."""
 INTERNAL_STILL_REACHED = {("experiments.llm_rl", "jaxvaco.primitives")}
 """Imports of an internal module by an experiment, left for the rewrite of the LLM scripts
 to remove."""
+
+
+LAYERS = {
+    "core": ("errors", "option_groups", "hparams", "algos", "config", "primitives",
+             "estimators", "networks", "normalize", "lag", "envs", "train_state", "rollout",
+             "learner", "evaluation", "train", "distributed", "guard", "validation", "memory"),
+    "run": ("grid", "run_folder", "run_dir", "checkpoint", "compilation", "compiled",
+            "programs", "runs_trainer", "session", "runner", "sinks", "progress", "signals",
+            "asynchronous", "policy", "policy_eval", "policy_export", "policy_source", "video",
+            "rows"),
+    "lab": ("results", "analysis", "sweep", "sweep_spec"),
+    "interface": ("", "__main__", "cli", "commands", "process"),
+}
+"""jaxvaco's modules by layer, from the bottom: core (pure and jitted: envs, networks,
+estimators, the lag, the algorithms, the stages, the config), run (the host loop, programs,
+checkpoints, the run folder, asynchronous actors, devices), lab (the results schema,
+statistics, plots, sweeps), interface (the CLI and the package's facade). A module imports
+only from its own layer and those below. `llm` stands beside them: it may import core,
+run and lab, and only the interface imports it."""
+ORDER = tuple(LAYERS)
+
+
+def layer_of(module: str) -> str:
+    """The layer of a module of jaxvaco, by its first name below the package."""
+    first = module.split(".")[1] if "." in module else ""
+    if first == "llm":
+        return "llm"
+    return next((layer for layer, names in LAYERS.items() if first in names), "undeclared")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(importer, imported) pairs of jaxvaco that go up a layer, or into llm from outside it."""
+    out = []
+    for module, edges in graph.items():
+        source = layer_of(module)
+        for edge in edges:
+            target = layer_of(edge)
+            if source == "llm":
+                up = target == "interface"
+            elif target == "llm":
+                up = source != "interface"
+            else:
+                up = ORDER.index(target) > ORDER.index(source)
+            if up:
+                out.append((module, edge))
+    return sorted(out)
 
 
 def module_names(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
@@ -98,6 +145,29 @@ def test_no_import_cycle_in_jaxvaco_or_experiments():
     assert "jaxvaco.results" in graph["experiments.common"]
     cycle = find_cycle(graph)
     assert cycle == [], "import cycle: " + " -> ".join(cycle)
+
+
+def test_every_jaxvaco_module_has_a_layer():
+    graph = import_graph(REPO, ("jaxvaco",))
+    assert [m for m in graph if layer_of(m) == "undeclared"] == [], "add it to LAYERS"
+
+
+def test_jaxvaco_imports_only_go_down_its_layers():
+    graph = import_graph(REPO, ("jaxvaco",))
+    assert upward_imports(graph) == []
+
+
+def test_an_upward_import_is_found():
+    """The check can fail: core importing the run layer (as rollout once read the replay
+    file), run importing lab, and core importing llm are each reported."""
+    graph = {"jaxvaco.rollout": {"jaxvaco.asynchronous.schedule"},
+             "jaxvaco.progress": {"jaxvaco.analysis.tables"},
+             "jaxvaco.config": {"jaxvaco.llm.config"},
+             "jaxvaco.llm.runner": {"jaxvaco.results"},
+             "jaxvaco.cli": {"jaxvaco.llm"}}
+    assert upward_imports(graph) == [("jaxvaco.config", "jaxvaco.llm.config"),
+                                     ("jaxvaco.progress", "jaxvaco.analysis.tables"),
+                                     ("jaxvaco.rollout", "jaxvaco.asynchronous.schedule")]
 
 
 def test_claims_package_stands_apart_from_the_experiments():

@@ -1,5 +1,5 @@
 """Unit tests of the policy-lag ring buffer, delay sampler and `LagModel` implementations
-(`jaxvaco.lag`, spec §1.1).
+(`jaxvaco.lag`, docs/concepts/spec.md §1.1).
 
 References are plain Python: a list of every parameter snapshot pushed so far, and the
 delay rules of the spec written out with Python integers.

@@ -1,4 +1,5 @@
-"""Tests of the LLM setting (`jaxvaco.llm`, spec §5): task, transformer, losses, lag, RL.
+"""Tests of the LLM setting (`jaxvaco.llm`, docs/concepts/spec.md §5): task, transformer, losses,
+lag, RL.
 
 References are NumPy re-implementations of the loss equations and an explicit
 synchronous training loop; the models are tiny so that the module runs in well under a

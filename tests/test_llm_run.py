@@ -12,10 +12,10 @@ import jax
 import numpy as np
 import pytest
 
-from jaxvaco.config import ConfigError, LLMConfig, RunFileError, from_table
+from jaxvaco.config import ConfigError, RunFileError, from_table
 from jaxvaco.guard import NonFiniteError
 from jaxvaco.llm import runner, train
-from jaxvaco.llm.config import GRPOConfig, LLMEvalConfig, LLMLagConfig, TokenVacoConfig
+from jaxvaco.llm.config import GRPOConfig, LLMConfig, LLMEvalConfig, LLMLagConfig, TokenVacoConfig
 from jaxvaco.results import read_results, write_results
 from jaxvaco.run_dir import RunControl
 

@@ -1,4 +1,4 @@
-"""The policy losses, the total loss and the TV metric (spec §1.2, §3, §3.1).
+"""The policy losses, the total loss and the TV metric (docs/concepts/spec.md §1.2, §3, §3.1).
 
 Every expected value is computed here in float64 NumPy from the spec's formulas, on
 random seeded inputs; gradients are compared with the analytic per-sample gradients.
@@ -16,11 +16,11 @@ import pytest
 from references import close, f32, vtrace_reference
 
 from jaxvaco import primitives
-from jaxvaco.algos import impala, ppo, ppo_kl, spo, vaco
+from jaxvaco.algos import impala, make_algorithm, ppo_kl, spo, vaco
 from jaxvaco.algos.common import Batch, normalize_advantages, total_loss
 from jaxvaco.config import PPOConfig, PPOKLConfig, TrainConfig, VacoConfig, VtraceConfig
 from jaxvaco.envs.base import EnvSpec
-from jaxvaco.hparams import hyperparams_from_config
+from jaxvaco.grid import hyperparams_from_config
 from jaxvaco.networks import make_network
 from jaxvaco.train import mean_tv
 
@@ -89,7 +89,7 @@ def test_ppo_policy_loss_clips_on_its_anchor(anchor):
     config = config_with(clip_coef=EPS, ppo=PPOConfig(anchor=anchor, rho_bar=1.3,
                                                       critic="behaviour"))
     hp = hyperparams_from_config(config)
-    algo = ppo.make(config)
+    algo = make_algorithm(config)
     assert algo.needs_learner_batch == (anchor == "learner")  # the recorded critic needs none
     logp_anchor = logp_learner if anchor == "learner" else logp_behaviour
     batch = make_batch(logp_anchor, logp_behaviour)
@@ -135,7 +135,7 @@ def test_ppo_kl_algorithm_state():
         config = config_with(algo="ppo_kl",
                              ppo_kl=PPOKLConfig(kl_coef=0.3, target_kl=0.01, adaptive=adaptive))
         hp = hyperparams_from_config(config)
-        algo = ppo_kl.make(config)
+        algo = make_algorithm(config)
         state = algo.init_state(hp)
         close(state["kl_coef"], 0.3)
         batch = make_batch(logp_behaviour, logp_behaviour)
@@ -170,7 +170,7 @@ def test_spo_surrogate_value_and_gradient(seed):
     # through the algorithm record
     config = config_with(algo="spo", clip_coef=EPS)
     hp = hyperparams_from_config(config)
-    loss2, metrics = spo.make(config).policy_loss(
+    loss2, metrics = make_algorithm(config).policy_loss(
         f32(logp), f32(adv), make_batch(logp_behaviour, logp_behaviour), hp, {}, jnp.mean)
     close(loss2, ref)
     close(metrics["spo/outside_fraction"], np.mean(np.abs(r - 1) > EPS))
@@ -236,7 +236,7 @@ def test_vaco_policy_loss(anchor, kind, delta_case):
         delta = 0.1 if delta_case == "above" else 0.3
     config = config_with(algo="vaco", vaco=VacoConfig(delta=delta, filter=kind, anchor=anchor))
     hp = hyperparams_from_config(config)
-    algo = vaco.make(config)
+    algo = make_algorithm(config)
     assert algo.anchor == anchor
     batch = make_batch(anchor_logp, logp_behaviour)
     m = vaco_mask_reference(logp - anchor_logp, adv, delta, kind)
@@ -257,15 +257,16 @@ def test_vaco_policy_loss(anchor, kind, delta_case):
 def test_vaco_kl_penalty_adds_ppo_kls_adaptive_penalty(anchor):
     """[ours] `--vaco.kl-penalty`: L = −mean(m·r·Â) + c_kl·mean((ρ − 1) − log ρ), with
     r = π_θ/anchor (the filter's) and ρ = π_θ/β (the penalty's, always β); c_kl starts at
-    --ppo-kl.kl-coef and doubles when KL̂ > 1.5·d."""
+    --vaco.kl-coef and doubles when KL̂ > 1.5·d (--vaco.target-kl)."""
     logp, logp_learner, logp_behaviour, adv = random_policy_inputs(7, spread=0.4)
     anchor_logp = logp_learner if anchor == "learner" else logp_behaviour
     r, rho = np.exp(logp - anchor_logp), np.exp(logp - logp_behaviour)
     delta = 0.9 * np.mean(0.5 * np.abs(r - 1))  # D ≥ δ: the filter drops samples
-    config = config_with(algo="vaco", ppo_kl=PPOKLConfig(kl_coef=0.4, target_kl=0.01),
-                         vaco=VacoConfig(delta=delta, anchor=anchor, kl_penalty=True))
+    config = config_with(algo="vaco", vaco=VacoConfig(delta=delta, anchor=anchor,
+                                                      kl_penalty=True, kl_coef=0.4,
+                                                      target_kl=0.01))
     hp = hyperparams_from_config(config)
-    algo = vaco.make(config)
+    algo = make_algorithm(config)
     state = algo.init_state(hp)
     close(state["kl_coef"], 0.4)
     m = vaco_mask_reference(logp - anchor_logp, adv, delta, "batch")
@@ -280,7 +281,7 @@ def test_vaco_kl_penalty_adds_ppo_kls_adaptive_penalty(anchor):
     close(metrics["kl/estimate"], kl)
     close(metrics["vaco/filtered_fraction"], 1 - m.mean())
     close(algo.update_state(state, metrics, hp)["kl_coef"], 0.8)
-    plain = vaco.make(config_with(algo="vaco", vaco=VacoConfig(delta=delta, anchor=anchor)))
+    plain = make_algorithm(config_with(algo="vaco", vaco=VacoConfig(delta=delta, anchor=anchor)))
     assert plain.init_state(hp) == {}  # off by default: VACO as studied
 
 
@@ -320,9 +321,9 @@ def test_vaco_sample_filter_gradient_equals_ppo_clip(seed):
                                                            anchor="behaviour"))
     batch = make_batch(logp_behaviour, logp_behaviour)
     grads = []
-    for config, make in ((ppo_config, ppo.make), (vaco_config, vaco.make)):
+    for config in (ppo_config, vaco_config):
         hp = hyperparams_from_config(config)
-        algo = make(config)
+        algo = make_algorithm(config)
         grads.append(jax.grad(lambda lp, a=algo, h=hp: a.policy_loss(
             lp, f32(adv), batch, h, {}, jnp.mean)[0])(f32(logp)))
     np.testing.assert_allclose(np.asarray(grads[0]), np.asarray(grads[1]), rtol=1e-5, atol=1e-8)
@@ -335,7 +336,7 @@ def test_impala_policy_loss():
     logp, _, logp_behaviour, adv = random_policy_inputs(7)
     config = config_with(algo="impala")
     hp = hyperparams_from_config(config)
-    algo = impala.make(config)
+    algo = make_algorithm(config)
     # no per-iteration estimate: Â and v_t come from the per-minibatch V-trace
     assert algo.estimator == "none" and algo.minibatch_targets is impala.current_vtrace
     assert not algo.needs_learner_batch and algo.importance_weight == "none"
@@ -409,7 +410,7 @@ def test_total_loss_ppo(network_setup, norm_adv):
     s = network_setup
     config = config_with(clip_coef=EPS, vf_coef=0.7, ent_coef=0.05)
     hp = hyperparams_from_config(config)
-    algo = ppo.make(config)
+    algo = make_algorithm(config)
     batch = network_batch(s)
     loss, metrics = total_loss(s["params"], s["network"].apply, batch, hp, {}, algo, norm_adv)
     adv = s["advantages"]
@@ -427,7 +428,8 @@ def test_total_loss_ppo(network_setup, norm_adv):
 
 def test_total_loss_approx_kl_estimates_kl_behaviour_to_policy():
     """`loss/approx_kl` over actions logged from β should estimate KL(β‖π_θ), the KL that
-    ppo_kl penalises (spec §3), like CleanRL's k3 estimator mean((r − 1) − log r), r = π/β.
+    ppo_kl penalises (docs/concepts/spec.md §3), like CleanRL's k3 estimator
+    mean((r − 1) − log r), r = π/β.
 
     Checked by Monte Carlo: a fixed categorical π_θ (through a stand-in apply_fn), 200k
     actions drawn from a known β, compared with the exact KL(β‖π) within 4 standard errors.
@@ -448,7 +450,7 @@ def test_total_loss_approx_kl_estimates_kl_behaviour_to_policy():
                        obs=jnp.zeros(shape + (1,), jnp.float32))
     config = config_with()
     _, metrics = total_loss({}, apply_fn, batch, hyperparams_from_config(config), {},
-                            ppo.make(config), False)
+                            make_algorithm(config), False)
     r = p[actions] / q[actions]
     per_sample = (r - 1) - np.log(r)
     stderr = per_sample.std() / np.sqrt(per_sample.size)
@@ -463,7 +465,7 @@ def test_total_loss_impala_recomputes_vtrace(network_setup):
     config = config_with(algo="impala", vf_coef=0.6, ent_coef=0.02, gamma=gamma,
                          gae_lambda=lam, impala=VtraceConfig(rho_bar=rho_bar, c_bar=c_bar))
     hp = hyperparams_from_config(config)
-    algo = impala.make(config)
+    algo = make_algorithm(config)
     # no per-iteration Â and v_t, as the estimate stage leaves them for IMPALA
     batch = network_batch(s).replace(advantages=None, targets=None)
     adv, vs = vtrace_reference(s["rewards"], s["values"], s["next_values"], s["terminated"],

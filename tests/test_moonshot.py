@@ -23,7 +23,7 @@ def test_the_sweep_runs_the_chosen_candidate_on_the_held_out_pool(tmp_path):
         config, _ = cell_setup(spec, cell, tmp_path)
         assert (config.algo, config.vaco.kl_penalty, config.vaco.critic) == (
             "vaco", True, "learner")
-        assert (config.vaco.delta, config.ppo_kl.target_kl, config.learning_rate,
+        assert (config.vaco.delta, config.vaco.target_kl, config.learning_rate,
                 config.ent_coef, config.update_epochs, config.num_minibatches) == (
             chosen["delta"], chosen["target_kl"], chosen["learning_rate"],
             chosen["ent_coef"], chosen["update_epochs"], chosen["num_minibatches"])

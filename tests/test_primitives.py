@@ -2,7 +2,7 @@
 `primitives.anchor_terms`), read by the RL trainer and the LLM losses alike, and the shape
 checks at the entry of every shared primitive and policy loss (issue 36).
 
-Expected values: the rule as spec §3 and §5 state it, and float64 NumPy.
+Expected values: the rule as docs/concepts/spec.md §3 and §5 state it, and float64 NumPy.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import pytest
 from references import close, f32
 
 from jaxvaco import primitives
-from jaxvaco.algos import REGISTRY
+from jaxvaco.algos import algorithms, make_algorithm
 from jaxvaco.algos.common import Batch
 from jaxvaco.config import TrainConfig
-from jaxvaco.hparams import hyperparams_from_config
+from jaxvaco.grid import hyperparams_from_config
 from jaxvaco.llm import losses
 
 T, N = 6, 4
@@ -32,8 +32,9 @@ def log_probs(seed: int):
     return logp_behaviour + rng.normal(size=(T, N)) * 0.6, logp_behaviour
 
 
-# (anchor, ρ already inside Â, corrected) -> where ρ_t enters (spec §3's table and ppo's
-# decoupled anchor; §5: group advantages carry no ρ; VACO's uncorrected π_T anchor)
+# (anchor, ρ already inside Â, corrected) -> where ρ_t enters (the table of
+# docs/concepts/spec.md §3 and ppo's decoupled anchor; §5: group advantages carry no ρ;
+# VACO's uncorrected π_T anchor)
 RULE = {
     ("behaviour", False, True): "none",
     ("behaviour", True, True): "none",
@@ -79,7 +80,7 @@ def test_anchor_beta_needs_no_learner_log_probs():
     assert got.logp is logp_behaviour and got.weights is None
 
 
-@pytest.mark.parametrize("algo", sorted(REGISTRY))
+@pytest.mark.parametrize("algo", sorted(algorithms()))
 def test_rl_algorithms_follow_the_rule(algo):
     """Every RL record's placement is the rule's on its anchor and estimator."""
     for anchor in ("behaviour", "learner"):
@@ -92,7 +93,7 @@ def test_rl_algorithms_follow_the_rule(algo):
                 if hasattr(options, "anchor"):
                     options = dataclasses.replace(options, anchor=anchor)
                 config = dataclasses.replace(config, **{algo: options})
-            record = REGISTRY[algo](config)
+            record = make_algorithm(config)
             inside = record.estimator == "vtrace" and record.advantage_form == "weighted"
             assert record.importance_weight == RULE[(record.anchor, inside, True)]
 
@@ -142,11 +143,11 @@ def rl_batch(logp_anchor=FULL) -> Batch:
                  advantages=FULL, targets=FULL)
 
 
-@pytest.mark.parametrize("algo", sorted(REGISTRY))
+@pytest.mark.parametrize("algo", sorted(algorithms()))
 def test_rl_policy_losses_check_shapes_at_entry(algo):
     config = dataclasses.replace(TrainConfig(), algo=algo)
     hp = hyperparams_from_config(config)
-    record = REGISTRY[algo](config)
+    record = make_algorithm(config)
     state = record.init_state(hp)
     record.policy_loss(FULL, FULL, rl_batch(), hp, state, jnp.mean)  # the right shapes pass
     for logp, advantages, batch in ((FULL, COLUMN, rl_batch()), (COLUMN, FULL, rl_batch()),

@@ -23,7 +23,7 @@ from jaxvaco.algos import make_algorithm
 from jaxvaco.algos.common import total_loss
 from jaxvaco.config import LagConfig, PPOConfig, TrainConfig, VacoConfig
 from jaxvaco.envs import make_env
-from jaxvaco.hparams import hyperparams_from_config
+from jaxvaco.grid import hyperparams_from_config
 from jaxvaco.learner import LearnerView, estimate, learner_view
 from jaxvaco.networks import make_network
 from jaxvaco.rollout import Rollout, collect, lag_model, select_behaviour

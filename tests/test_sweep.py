@@ -185,7 +185,8 @@ def test_vmapped_hyperparameter_equals_the_run_alone(tmp_path):
 
 def test_sweep_refuses_changed_finished_cell(tmp_path):
     """A finished cell run with other settings is not mixed into the table."""
-    from jaxvaco.run_dir import config_changes, write_json
+    from jaxvaco.run_dir import config_changes
+    from jaxvaco.run_folder import write_json
     from jaxvaco.sweep import cell_setup, run_sweep
 
     spec = SweepConfig(name="s", results_dir=str(tmp_path), base=TrainConfig(num_envs=8))

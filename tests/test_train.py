@@ -21,8 +21,7 @@ import pytest
 
 from jaxvaco import lag, runner
 from jaxvaco.config import ALGOS, ConfigError, EvalConfig, LagConfig, TrainConfig, from_dict
-from jaxvaco.grid import expand_runs
-from jaxvaco.hparams import hyperparams_from_config
+from jaxvaco.grid import expand_runs, hyperparams_from_config
 from jaxvaco.results import FRACTIONS
 from jaxvaco.train import make_train
 

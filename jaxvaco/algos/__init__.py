@@ -1,23 +1,22 @@
-"""The algorithms, each a small module with the same policy-loss signature.
+"""The algorithms: each one module declaring one `AlgorithmSpec` (`jaxvaco.algos.spec`).
 
-`make_algorithm(config)` returns the `Algorithm` record for `config.algo`. `REGISTRY` is
-the one list of algorithms: each name is also the `TrainConfig` field holding its options
-(`--ppo.*`, `--vaco.*`, ...).
+`make_algorithm(config)` builds the `Algorithm` record of `config.algo` from its options;
+`jaxvaco.algos.registry` holds the known algorithms (built-in, entry points, registered).
+A plugin imports what it builds on from the submodules (`jaxvaco.algos.spec`, `.common`,
+`.ppo`, ...): its entry point is loaded while this package is being imported.
 """
 
 from __future__ import annotations
 
-from jaxvaco.algos import impala, ppo, ppo_kl, spo, vaco
-from jaxvaco.algos.common import Algorithm, Batch
-from jaxvaco.config import ALGOS, TrainConfig
-
-REGISTRY = {"ppo": ppo.make, "ppo_kl": ppo_kl.make, "spo": spo.make, "impala": impala.make,
-            "vaco": vaco.make}
-assert tuple(REGISTRY) == ALGOS, "jaxvaco.config.ALGOS must list the registry's algorithms"
+from jaxvaco.algos.common import Algorithm, Batch, EstimateConfig
+from jaxvaco.algos.registry import algorithms, spec_of
+from jaxvaco.algos.spec import AlgorithmSpec
 
 
-def make_algorithm(config: TrainConfig) -> Algorithm:
-    return REGISTRY[config.algo](config)
+def make_algorithm(config) -> Algorithm:
+    """The record of `config.algo`, built from its option group `config.<algo>`."""
+    return spec_of(config.algo).build(getattr(config, config.algo))
 
 
-__all__ = ["REGISTRY", "Algorithm", "Batch", "make_algorithm"]
+__all__ = ["Algorithm", "AlgorithmSpec", "Batch", "EstimateConfig", "algorithms",
+           "make_algorithm", "spec_of"]

@@ -11,13 +11,17 @@ The value loss and the entropy bonus are common to all:
 
     L = L_pg + c_v·½·mean((V_θ(s) − v_t)²) − c_e·mean(H[π_θ(·|s)])
 
-(the ½ is the CleanRL/PureJaxRL convention; spec §3's c_v absorbs it).
+(the ½ is the CleanRL/PureJaxRL convention; the c_v of docs/concepts/spec.md §3 absorbs it).
+
+`EstimateConfig` is the option group every algorithm with a per-iteration estimate
+extends (`--NAME.critic`, `--NAME.advantages`, ρ̄, c̄).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import chex
 import jax
@@ -27,6 +31,48 @@ from flax import struct
 from jaxvaco.estimators import Targets
 from jaxvaco.hparams import Hyperparams
 from jaxvaco.primitives import BatchMean, k3, weight_placement
+
+Critic = Literal["behaviour", "learner"]
+Estimator = Literal["gae", "vtrace"]
+AdvantageForm = Literal["weighted", "normalize_then_weight"]
+Anchor = Literal["behaviour", "learner"]
+
+
+@dataclasses.dataclass(frozen=True)
+class EstimateConfig:
+    """The per-iteration estimate of an algorithm: which critic and which estimator
+    give the advantages Â and value targets, frozen for the iteration's E × M updates.
+
+    The importance correction from β to the learner enters once (`Algorithm.importance_weight`):
+    with anchor β the objective's ratio π_θ/β carries it, so Â holds no ρ; with anchor π_T,
+    ρ_t = min(ρ̄, π_T/β) multiplies Â once (inside V-trace, or after normalisation).
+    """
+
+    critic: Critic = "learner"
+    """learner: V_T(s), V_T(s') recomputed with the learner's critic once per iteration;
+    behaviour: the values V_β(s) recorded at collection time, which collapse under lag
+    [ours] (for ablations)."""
+    advantages: Estimator = "gae"
+    """gae: GAE(γ, λ); vtrace: V-trace(γ, λ, ρ̄, c̄) with ratios π_T/β (value targets with
+    truncated traces; Â_t = q_t − V(s_t), times ρ_t only with anchor π_T)."""
+    rho_bar: float = 1.0
+    """ρ̄: truncation of V-trace's ρ and of the anchor-π_T importance weight."""
+    c_bar: float = 1.0
+    """c̄: truncation of V-trace's trace coefficient c."""
+    advantage_form: AdvantageForm = "weighted"
+    """With anchor π_T and V-trace: weighted = ρ_t inside Â_t, then per-minibatch
+    normalisation; normalize_then_weight = normalise the unweighted Â, then multiply by ρ_t.
+    With anchor π_T and GAE the weight always comes after normalisation."""
+
+
+TRUNCATIONS = ("rho_bar", "c_bar")
+"""The traced options of `EstimateConfig` (V-trace's and the importance weight's ρ̄, c̄)."""
+
+
+def truncation_problems(options, flag: Callable[[str], str]) -> list[str]:
+    """ρ̄ and c̄ must be > 0."""
+    return [f"{flag(name)} must be > 0, got {getattr(options, name)}."
+            for name in TRUNCATIONS if not getattr(options, name) > 0]
 
 
 @struct.dataclass
@@ -56,6 +102,11 @@ MinibatchTargets = Callable[[jax.Array, jax.Array, jax.Array, Batch, Hyperparams
 optimised, recomputed at every minibatch (IMPALA)."""
 
 
+def unchanged_state(algo_state: dict, metrics: dict, hp: Hyperparams) -> dict:
+    """The update of an algorithm without state, or whose state stays fixed."""
+    return algo_state
+
+
 class Algorithm(NamedTuple):
     """An algorithm as a composition: critic × estimator × anchor × policy objective.
 
@@ -79,7 +130,7 @@ class Algorithm(NamedTuple):
     minibatch_targets: MinibatchTargets | None = None
     """Per-minibatch hook replacing the batch's Â and v_t (IMPALA's V-trace with π_θ, V_θ)."""
     init_state: Callable[[Hyperparams], dict] = lambda hp: {}
-    update_state: Callable[[dict, dict, Hyperparams], dict] = lambda state, metrics, hp: state
+    update_state: Callable[[dict, dict, Hyperparams], dict] = unchanged_state
 
     @property
     def needs_learner_batch(self) -> bool:
@@ -96,8 +147,8 @@ class Algorithm(NamedTuple):
         return weight_placement(self.anchor, rho_in_advantages=weighted_vtrace)
 
 
-def from_options(name: str, policy_loss: PolicyLoss, options, anchor: str = "behaviour",
-                 **rest) -> Algorithm:
+def from_options(name: str, policy_loss: PolicyLoss, options: EstimateConfig,
+                 anchor: str = "behaviour", **rest) -> Algorithm:
     """The record of an algorithm whose estimate is set by an `EstimateConfig` group."""
     return Algorithm(name=name, policy_loss=policy_loss, critic=options.critic,
                      estimator=options.advantages, anchor=anchor,

@@ -1,4 +1,4 @@
-"""IMPALA's actor-critic loss (Espeholt et al. 2018) (spec §3).
+"""IMPALA's actor-critic loss (Espeholt et al. 2018) (docs/concepts/spec.md §3).
 
 [paper: Espeholt et al.] V-trace is recomputed at every minibatch with the *current* π_θ
 and V_θ against the logged β, as constants (stop-gradient), so the targets follow the
@@ -9,19 +9,37 @@ learner through the epochs (`current_vtrace`, the record's `minibatch_targets`):
 
 The per-iteration estimate computes nothing for IMPALA (`estimator = "none"`): every Â and
 v_t it would compute is replaced at the first minibatch. ρ_t is inside Â (IMPALA's own
-weighting) and the objective's log π_θ has no anchor. No constraint, so no fraction metric
-(PPO: ppo/clipped_fraction, SPO: spo/outside_fraction, VACO: vaco/filtered_fraction).
+weighting) and the objective's log π_θ has no anchor. No constraint, so no fraction metric.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.algos.common import Algorithm, Batch, check_policy_inputs
-from jaxvaco.config import TrainConfig
+from jaxvaco.algos.common import (
+    TRUNCATIONS,
+    Algorithm,
+    Batch,
+    check_policy_inputs,
+    truncation_problems,
+)
+from jaxvaco.algos.spec import AlgorithmSpec
+from jaxvaco.algos.tuning import EQUAL_BUDGET_SEARCH
 from jaxvaco.estimators import Targets, vtrace
 from jaxvaco.hparams import Hyperparams
+
+
+@dataclasses.dataclass(frozen=True)
+class VtraceConfig:
+    """V-trace truncation levels for `impala`, recomputed at every minibatch."""
+
+    rho_bar: float = 1.0
+    """ρ̄: truncation of the importance weight in δ_t and the advantage."""
+    c_bar: float = 1.0
+    """c̄: truncation of the trace coefficient c_t = λ·min(c̄, π/β)."""
 
 
 def current_vtrace(logp: jax.Array, values: jax.Array, next_values: jax.Array, batch: Batch,
@@ -31,7 +49,7 @@ def current_vtrace(logp: jax.Array, values: jax.Array, next_values: jax.Array, b
     sg = jax.lax.stop_gradient
     return vtrace(batch.rewards, sg(values), sg(next_values), batch.terminated,
                   batch.truncated, sg(logp) - batch.logp_behaviour, hp.gamma, hp.gae_lambda,
-                  hp.rho_bar, hp.c_bar)
+                  hp.algo["rho_bar"], hp.algo["c_bar"])
 
 
 def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state, batch_mean):
@@ -40,6 +58,14 @@ def policy_loss(logp, advantages, batch: Batch, hp: Hyperparams, algo_state, bat
     return -jnp.mean(logp * advantages), {}
 
 
-def make(config: TrainConfig) -> Algorithm:
+def build(options: VtraceConfig) -> Algorithm:
     return Algorithm(name="impala", policy_loss=policy_loss, critic="current",
                      estimator="none", minibatch_targets=current_vtrace)
+
+
+SPEC = AlgorithmSpec(
+    name="impala", options=VtraceConfig, build=build, traced=TRUNCATIONS,
+    tuned={"learning_rate": 1.28e-4, "ent_coef": 0.00241, "update_epochs": 2,
+           "num_minibatches": 4},
+    provenance=EQUAL_BUDGET_SEARCH, check=truncation_problems,
+    summary="IMPALA: V-trace recomputed with π_θ and V_θ at every minibatch")

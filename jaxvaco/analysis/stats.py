@@ -258,18 +258,16 @@ REFERENCE_SCORES: dict[str, tuple[float, float]] = {
     # brax inverted_pendulum: +1 per step alive.  random: measured 5.7 (s.e. 0.2).  ref: 1000
     # = the 1000-step episode cap (balanced for the whole episode).
     "inverted_pendulum": (5.7, 1000.0),
-    # Held-out environments of the fair study (issue 11), declared on 2026-12-03 before any
-    # agent ran on them.  random: `python -m experiments.random_scores ENV` (mean over every
-    # episode finished by 64 envs playing randomly; s.e. in brackets).  ref: a round scale
-    # [ours] of the order of what strong agents reach, not a claim about ours.
+    # random: `python -m experiments.random_scores ENV` (mean over every episode finished by
+    # 64 envs playing randomly; s.e. in the comments).  ref: a round scale [ours] of the order
+    # of what strong agents reach, not a claim about this library's agents.
     "Asterix-MinAtar": (0.50, 30.0),  # random s.e. 0.01
     "SpaceInvaders-MinAtar": (4.09, 150.0),  # random s.e. 0.03
     "Freeway-MinAtar": (0.42, 60.0),  # random s.e. 0.03
     "hopper": (124.8, 3000.0),  # random s.e. 3.1 (spring backend)
     "inverted_double_pendulum": (252.1, 9350.0),  # random s.e. 1.4; ref ≈ the 1000-step cap
     "reacher": (-833.8, -5.0),  # random s.e. 3.3; the control cost dominates random play
-    # The second held-out pool (issue 31), declared on 2026-12-06 before any agent ran on
-    # them; measured and scaled as above (random: 64 envs, 512+ episodes).
+    # Measured and scaled as above (random: 64 envs, 512+ episodes).
     "Seaquest-MinAtar": (0.10, 50.0),  # random s.e. < 0.01
     "ant": (-258.3, 6000.0),  # random s.e. 4.9 (spring backend)
     "walker2d": (232.3, 5000.0),  # random s.e. 3.4 (spring backend)

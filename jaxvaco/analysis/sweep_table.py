@@ -8,6 +8,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
 from jaxvaco.analysis import robustness
 from jaxvaco.analysis.stats import REFERENCE_SCORES, seed_mean_ci
 from jaxvaco.analysis.tables import (
@@ -20,6 +25,7 @@ from jaxvaco.analysis.tables import (
     Columns,
     Estimate,
     as_columns,
+    format_estimate,
     last_finite,
     method_column,
     python_scalar,
@@ -92,3 +98,62 @@ def robustness_table(data: Any, method_key: str | None = None, metric: str = RET
                     row["retention"] = Estimate(*result.per_env[env])
         rows.append(row)
     return rows
+
+
+def results_table(rows: list[dict]) -> tuple[Table, list[str]]:
+    """A rich table of `jaxvaco.analysis.sweep_table.robustness_table` rows and the footnotes
+    that say what its cells are."""
+    ks = sorted({k for row in rows for k in row["return"]})
+    greedy = any(row["greedy"] for row in rows)
+    retention = bool(rows) and "retention" in rows[0]
+    table = Table(title="Final return by policy lag K: mean [95% CI] over seeds")
+    table.add_column("env")
+    table.add_column("variant")
+    table.add_column("seeds", justify="right")
+    for k in ks:
+        table.add_column(f"K={k}\nreturn", justify="right")
+        if greedy:
+            table.add_column(f"K={k}\ngreedy", justify="right")
+    if retention:
+        k_max = rows[0]["retention_K"]
+        table.add_column(f"retention\nK={k_max} − K=0", justify="right")
+    for row in rows:
+        counts = {k: row["return"][k].n if k in row["return"] else 0 for k in ks}
+        seeds = str(row["seeds"])
+        if set(counts.values()) != {row["seeds"]}:  # some K has fewer
+            seeds += f" ({', '.join(f'K={k}: {n}' for k, n in counts.items())})"
+        cells = [str(row["env"]), str(row["variant"]), seeds]
+        for k in ks:
+            cells.append(format_estimate(row["return"].get(k)))
+            if greedy:
+                cells.append(format_estimate(row["greedy"].get(k)))
+        if retention:
+            digits = 3 if row["scale"] == "normalised" else 1
+            cells.append(format_estimate(row["retention"], digits))
+        table.add_row(*(Text(cell) for cell in cells))
+    notes = ["return: final training return (stochastic policy; each run's last chunk that "
+             "finished an episode), mean [95% bootstrap CI] over seeds."]
+    if greedy:
+        notes.append("greedy: greedy evaluation return (eval/greedy_return) at each run's "
+                     "last evaluation.")
+    if retention:
+        normalised = sorted({str(r["env"]) for r in rows if r["scale"] == "normalised"})
+        raw = sorted({str(r["env"]) for r in rows if r["scale"] != "normalised"})
+        scales = ([f"in normalised score (random = 0, reference = 1) on {', '.join(normalised)}"]
+                  if normalised else []) + (
+                  [f"in raw return on {', '.join(raw)} (no reference scores)"] if raw else [])
+        notes.append(f"retention: final training return at K={k_max} minus at K=0, paired by "
+                     f"seed, {'; '.join(scales)}; [95% CI]; negative = lost to the lag.")
+    return table, notes
+
+
+def print_results_table(rows: list[dict], console: Console | None = None) -> None:
+    """Print `results_table` (as wide as it needs when the output is not a terminal)."""
+    table, notes = results_table(rows)
+    console = console or Console()
+    if not console.is_terminal:
+        width = Measurement.get(console, console.options.update_width(10_000), table).maximum
+        console = Console(file=console.file, width=max(console.width, width))
+    console.print(table)
+    for note in notes:
+        console.print(Text(note), soft_wrap=True)

@@ -6,6 +6,6 @@
 - `trainer`: `AsyncTrainer`, the host loop's trainer (`jaxvaco.session.LoopTrainer`):
   actor threads collect with the jitted rollout stage, the learner pops a trajectory per
   iteration and runs the jitted learner stages (`jaxvaco.train.learn`);
-- `schedule`: the lag each learner iteration saw, written to `lag_schedule.csv`, and read
-  back by `--lag.mode replay`.
+- `schedule`: the lag each learner iteration saw (the run folder's `lag_schedule.csv`,
+  written by `trainer`), read back by `--lag.mode replay`.
 """

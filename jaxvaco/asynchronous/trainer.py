@@ -13,7 +13,8 @@ while each actor thread loops: take the newest (θ_v, v) from the store, collect
 --num-envs × --num-steps with the jitted rollout stage on its own device, push. The
 learner runs in the calling thread, on the last L devices (`learner_program`); its critic
 is recomputed as in the synchronous loop. Every popped trajectory is written to lag_schedule.csv
-(`jaxvaco.asynchronous.schedule`). Not bit-reproducible (thread timing decides the lags).
+(`jaxvaco.run_folder.RunFolder.write_lag_schedule`). Not bit-reproducible (thread timing
+decides the lags).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxvaco import distributed
-from jaxvaco.asynchronous import schedule
 from jaxvaco.asynchronous.channels import (
     AsyncWorkerError,
     Item,
@@ -42,6 +42,7 @@ from jaxvaco.asynchronous.channels import (
 from jaxvaco.envs import make_env
 from jaxvaco.errors import ConfigError
 from jaxvaco.rollout import collect
+from jaxvaco.run_folder import RunFolder
 from jaxvaco.runs_trainer import RunsTrainer
 from jaxvaco.train import learn
 from jaxvaco.train_state import Setup, TrainState
@@ -142,8 +143,9 @@ class AsyncTrainer(RunsTrainer):
     def start(self, state: TrainState) -> None:
         """The store, the queue and one thread per actor; the schedule cut at T."""
         first = int(state.iteration)
-        kept = [row for row in schedule.read_rows(self.run_dir) if row["iteration"] < first]
-        schedule.write_rows(self.run_dir, kept, append=False)
+        folder = RunFolder(self.run_dir)
+        kept = [row for row in folder.read_lag_schedule() if row["iteration"] < first]
+        folder.write_lag_schedule(kept, append=False)
         self.supervisor = Supervisor()
         self.store = ParameterStore((state.params, state.obs_stats), first)
         self.queue = TrajectoryQueue(self.options.queue_size, self.supervisor.stop)
@@ -196,7 +198,7 @@ class AsyncTrainer(RunsTrainer):
         except Exception as error:
             self.close()
             raise AsyncWorkerError(self.stopped(one_line("learner", error))) from error
-        schedule.write_rows(self.run_dir, self.lines, append=True)
+        RunFolder(self.run_dir).write_lag_schedule(self.lines, append=True)
         sums = {k: np.asarray(v)[None] for k, v in sums.items()}
         sums["async/dropped"] = np.array([sum(1 - line["used"] for line in self.lines)],
                                          np.float32)

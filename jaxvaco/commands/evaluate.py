@@ -11,6 +11,7 @@ import tyro
 
 from jaxvaco.commands.common import parse_args, report_failure, wide_console
 from jaxvaco.config import ConfigError
+from jaxvaco.run_folder import ExportFolder, RunFolder, write_json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +39,7 @@ class EvalArgs:
 def eval_command(argv: list[str]) -> int:
     args = parse_args(EvalArgs, argv, prog="jaxvaco eval",
                       description="Evaluate a trained policy in fresh environments; "
-                                  "writes RUN/eval.json.")
+                                  f"writes RUN/{RunFolder.EVALUATION}.")
     try:
         return evaluate(args)
     except (ConfigError, OSError) as error:
@@ -77,9 +78,8 @@ def evaluate(args: EvalArgs) -> int:
     returns = evaluate_runs(source, step, episodes, greedy, args.seed, state)
     report = eval_report(source, step, episodes, greedy, args.seed, returns, chosen)
     print_eval_table(source, report)
-    from jaxvaco.run_dir import write_json
-
-    path = source.path / "eval.json"
+    folder = ExportFolder if source.kind == "export" else RunFolder
+    path = folder(source.path).evaluation
     write_json(path, report)
     print(f"wrote {path}")
     if args.video is not None:
@@ -143,7 +143,7 @@ def print_eval_table(source: Any, report: dict) -> None:
     episodes = ("the run's own evaluation episodes at this checkpoint" if report["seed"] is None
                 else f"episodes of --seed {report['seed']}")
     console.print(f"{episodes} (keys {report['keys']})" + (
-        "; recorded: the run's eval/" + report["mode"] + "_return in metrics.jsonl, same: "
+        f"; recorded: the run's eval/{report['mode']}_return in {RunFolder.METRICS}, same: "
         "equal to the last bit" if recorded else ""), soft_wrap=True)
 
 

@@ -9,6 +9,7 @@ import tyro
 
 from jaxvaco.commands.common import parse_args, report_failure
 from jaxvaco.config import ConfigError
+from jaxvaco.run_folder import ExportFolder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,8 +30,8 @@ def export_command(argv: list[str]) -> int:
     from jaxvaco.policy_source import parse_run
 
     args = parse_args(ExportArgs, argv, prog="jaxvaco export",
-                      description="Write one run's policy (params.msgpack and "
-                                  "manifest.json) for jaxvaco.load_policy(DIR).")
+                      description=f"Write one run's policy ({ExportFolder.PARAMS} and "
+                                  f"{ExportFolder.MANIFEST}) for jaxvaco.load_policy(DIR).")
     try:
         policy = load_policy(args.run_dir, parse_run(args.run), args.checkpoint)
         out = export_policy(policy, args.out)

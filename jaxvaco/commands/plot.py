@@ -13,11 +13,10 @@ from jaxvaco.config import ConfigError
 
 
 def print_table(table: dict, source: Path) -> None:
-    """One row per (env, variant), a column per K (`jaxvaco.analysis.sweep_table.robustness_table`,
-    printed by `jaxvaco.progress.print_results_table`); a table it cannot summarise gets a
-    warning instead."""
-    from jaxvaco.analysis.sweep_table import robustness_table
-    from jaxvaco.progress import print_results_table
+    """One row per (env, variant), a column per K (`robustness_table`, printed by
+    `print_results_table`, both of `jaxvaco.analysis.sweep_table`); a table it cannot
+    summarise gets a warning instead."""
+    from jaxvaco.analysis.sweep_table import print_results_table, robustness_table
 
     try:
         rows = robustness_table(table)

@@ -1,4 +1,4 @@
-"""VACO for language-model reasoning (spec §5, issue #7) at a size a CPU can train.
+"""VACO for language-model reasoning (docs/concepts/spec.md §5) at a size a CPU can train.
 
 - `config`:     `LLMConfig`, the typed configuration (choices as Literals, option groups).
 - `task`:       synthetic arithmetic word problems with verifiable answers, the tokenizer,

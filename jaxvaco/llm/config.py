@@ -48,8 +48,8 @@ class TokenVacoConfig:
 
 @dataclasses.dataclass(frozen=True)
 class LLMLagConfig:
-    """Generation lag (spec §1.1 with one actor group): completions of step T are sampled
-    with θ_{T−k}, k = min(K, T)."""
+    """Generation lag (the lag model of docs/concepts/spec.md §1.1 with one actor group):
+    completions of step T are sampled with θ_{T−k}, k = min(K, T)."""
 
     delays: tuple[int, ...] = (0, 2, 4, 8)
     """The K of the runs: each K is run with every seed, all in one program."""

@@ -1,4 +1,4 @@
-"""GRPO and token-level VACO policy losses (spec §5), over a batch of completions.
+"""GRPO and token-level VACO policy losses (docs/concepts/spec.md §5), over a batch of completions.
 
 Shapes: a batch holds B completions; per-token arrays are [B, T−1] (position t scores
 token y_{t+1}) with `valid` marking generated tokens; per-completion arrays are [B].
@@ -42,7 +42,7 @@ def group_advantages(rewards: jax.Array, group_size: int, eps: float = 1e-6,
     an evenly split one.
 
     A group whose rewards are all equal gets Â = 0. In VACO this is the whole alignment
-    step: with no critic, the group-normalised reward is the advantage (spec §5).
+    step: with no critic, the group-normalised reward is the advantage.
     """
     groups = rewards.reshape(-1, group_size)
     centred = groups - groups.mean(axis=1, keepdims=True)
@@ -95,7 +95,7 @@ def token_anchor(anchor: str, corrected: bool, logp_behaviour: jax.Array,
     trainer's rule (`primitives.weight_placement`, `primitives.anchor_terms`) with the
     group-normalised Â, which carries no ρ: anchor β without weights; anchor π_T with
     w_t = min(ρ̄, π_T/β) after the group normalisation (`is_weight`), or without it where
-    `corrected` is False (token-level VACO's `vaco_weight = "none"`)."""
+    `corrected` is False (token-level VACO's `vaco.weight = "none"`)."""
     placement = weight_placement(anchor, rho_in_advantages=False, corrected=corrected)
     return anchor_terms(anchor, placement, logp_behaviour, logp_learner, rho_bar)
 
@@ -123,9 +123,9 @@ def grpo_policy_loss(logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Ar
 
 def token_filter_mask(log_ratio: jax.Array, advantages: jax.Array, valid: jax.Array,
                       delta: float, kind: str) -> jax.Array:
-    """VACO's filter (spec §3.1) per token: m_t = 0 where the token's gradient would push
-    TV beyond δ. [B, T−1] bool, False at invalid tokens. `advantages` per completion [B]
-    or per token [B, T−1].
+    """VACO's filter (docs/concepts/spec.md §3.1) per token: m_t = 0 where the token's gradient
+    would push TV beyond δ. [B, T−1] bool, False at invalid tokens. `advantages` per
+    completion [B] or per token [B, T−1].
 
     `primitives.tv_filter_mask` averages tv over every entry it is given; the
     invalid tokens get log-ratio 0 (tv 0), so its "batch" test D_all ≥ δ·n_valid/n_all is
@@ -141,7 +141,8 @@ def token_filter_mask(log_ratio: jax.Array, advantages: jax.Array, valid: jax.Ar
 def vaco_policy_loss(logp: jax.Array, logp_anchor: jax.Array, advantages: jax.Array,
                      valid: jax.Array, delta: float, kind: str, agg: str = "token",
                      weights: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
-    """Token-level VACO (spec §5) [paper: filter per token with r = π_θ/π_T; form ours]:
+    """Token-level VACO (docs/concepts/spec.md §5) [paper: filter per token with r = π_θ/π_T;
+    form ours]:
 
         r_t = π_θ(y_t)/anchor(y_t)        anchor = π_T (default) or β
         A_t = Â, or w_t·Â with `weights` (anchor π_T: w_t = min(ρ̄, π_T/β), `token_anchor`)
@@ -168,5 +169,5 @@ def k3_kl(logp: jax.Array, logp_ref: jax.Array, valid: jax.Array) -> jax.Array:
 
 
 def token_tv(log_ratio: jax.Array, valid: jax.Array) -> jax.Array:
-    """mean_v(½·|r − 1|): the sample estimate of the token-level TV of spec §1.2."""
+    """mean_v(½·|r − 1|): the sample estimate of the token-level TV (docs/concepts/spec.md §1.2)."""
     return masked_mean(half_abs_deviation(log_ratio), valid)

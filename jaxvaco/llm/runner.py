@@ -27,16 +27,9 @@ from jaxvaco.llm import task
 from jaxvaco.llm.config import LLMConfig
 from jaxvaco.llm.model import Transformer
 from jaxvaco.llm.train import make_llm_train, model_config, run_labels, warm_start
-from jaxvaco.results import DROPPED, metrics_rows
-from jaxvaco.run_dir import (
-    RunAlreadyComplete,
-    RunControl,
-    checkpoint_steps,
-    read_run_record,
-    recorded_iterations,
-    trained,
-    write_json,
-)
+from jaxvaco.results import DROPPED
+from jaxvaco.run_dir import RunAlreadyComplete, RunControl
+from jaxvaco.run_folder import RunFolder, read_rows
 from jaxvaco.session import Schedule, Session
 
 TASK = "arithmetic"
@@ -69,18 +62,20 @@ def results_rows(config: LLMConfig, rows: list[dict], variant: str | None = None
 
 def run_results(run_dir: Path, variant: str | None = None) -> list[dict]:
     """The complete rows of an LLM run folder's metrics.jsonl in the results schema."""
-    return results_rows(load_llm_config(run_dir), metrics_rows(run_dir), variant)
+    return results_rows(load_llm_config(run_dir), read_rows(RunFolder(run_dir).metrics),
+                        variant)
 
 
 def load_llm_config(run_dir: Path) -> LLMConfig:
     """The LLMConfig a run folder was started with; RunFileError when it holds another
     kind of run."""
-    record = read_run_record(run_dir)
+    folder = RunFolder(run_dir)
+    record = folder.read_config()
     if "llm" not in record:
-        raise RunFileError(f"{run_dir / 'config.json'} is not an LLM run's (no 'llm' table): "
+        raise RunFileError(f"{folder.config} is not an LLM run's (no 'llm' table): "
                            "an RL run continues with `jaxvaco run --resume`; start a new LLM "
                            "run with jaxvaco.llm.run(config).")
-    return from_table(LLMConfig, record["llm"], str(run_dir / "config.json"), "llm.")
+    return from_table(LLMConfig, record["llm"], str(folder.config), "llm.")
 
 
 def changed(saved: LLMConfig, new: LLMConfig) -> list[str]:
@@ -105,28 +100,29 @@ def open_llm_run(config: LLMConfig | None, control: RunControl, resume: Path | N
         name = config.run_name or f"llm__{config.algo}__{time.strftime('%Y%m%d-%H%M%S')}"
         config = dataclasses.replace(config, run_name=name)
         run_dir = Path(config.results_dir) / name
-        if trained(run_dir):
+        folder = RunFolder(run_dir)
+        if folder.trained():
             raise ConfigError(f"{run_dir} already holds a run: continue it with "
                               f"jaxvaco.llm.run(config, resume={str(run_dir)!r}), pick another "
                               "run_name, or delete the folder.")
         run_dir.mkdir(parents=True, exist_ok=True)
-        write_json(run_dir / "config.json", {"llm": dataclasses.asdict(config),
-                                             "control": dataclasses.asdict(control)})
+        folder.write_config({"llm": dataclasses.asdict(config),
+                             "control": dataclasses.asdict(control)})
     else:
-        run_dir, saved = resume, load_llm_config(resume)
+        run_dir, folder, saved = resume, RunFolder(resume), load_llm_config(resume)
         differ = changed(saved, config) if config is not None else []
         if differ:
             raise ConfigError(f"{run_dir} was started with other settings ({'; '.join(differ)})"
                               ": resume it with its own config, or start a new run.")
         config = saved
-        if not checkpoint_steps(run_dir) and recorded_iterations(run_dir) >= config.num_steps:
+        if not folder.checkpoint_steps() and folder.recorded_iterations() >= config.num_steps:
             raise RunAlreadyComplete(f"{run_dir} is already complete ({config.num_steps} "
-                                     f"steps); its results are in {run_dir / 'metrics.jsonl'}.")
+                                     f"steps); its results are in {folder.metrics}.")
     if not control.keep_checkpoints:
         if resume is not None:
             raise ConfigError("Resuming needs checkpoints: keep_checkpoints must be > 0.")
         return config, run_dir, None
-    return config, run_dir, Checkpointer(run_dir / "checkpoints", control.keep_checkpoints)
+    return config, run_dir, Checkpointer(folder.checkpoints, control.keep_checkpoints)
 
 
 def warm_started(config: LLMConfig, pool: task.Problems, cache: Path) -> Any:
@@ -134,8 +130,8 @@ def warm_started(config: LLMConfig, pool: task.Problems, cache: Path) -> Any:
     `cache` when a run of the same warm start and model wrote it there."""
     model = Transformer(model_config(config))
     w, m = config.warm_start, config.model
-    path = cache / (f"warm_start_{w.steps}_{w.batch_size}_{w.learning_rate:g}_{w.pool_size}_"
-                    f"{m.d_model}x{m.num_layers}x{m.num_heads}.msgpack")
+    path = RunFolder(cache).warm_start(f"{w.steps}_{w.batch_size}_{w.learning_rate:g}_"
+                                       f"{w.pool_size}_{m.d_model}x{m.num_layers}x{m.num_heads}")
     params = model.init(jax.random.key(0), pool.sequences[:1])
     if path.exists():
         return jax.tree.map(jnp.asarray, flax.serialization.from_bytes(params,
@@ -176,8 +172,7 @@ def run(config: LLMConfig | None = None, control: RunControl | None = None,
         pool, test = problems(config)
         ref = warm_started(config, pool, Path(warm_start_cache or run_dir))
         runs = run_labels(config)
-        write_json(run_dir / "runs.json", {"grid": {"lag_delay": list(config.lag.delays)},
-                                           "runs": runs})
+        RunFolder(run_dir).write_runs({"lag_delay": list(config.lag.delays)}, runs)
         record = {"config": {"llm": dataclasses.asdict(config)},
                   "grid": {"lag_delay": list(config.lag.delays)}}
         session = Session(run_dir, runs, make_llm_train(config, ref, pool, test),

@@ -10,7 +10,8 @@ the host loop's `LoopTrainer` (`LLMTrainer`; `jaxvaco.llm.run` drives it).
 Warm start [ours]: maximum likelihood on worked solutions (prompt tokens unscored),
 stopped early so that RL starts from a policy that solves some but not all problems.
 
-RL, one generation step T (spec §1.1's lag model with one actor group) [ours]:
+RL, one generation step T (the lag model of docs/concepts/spec.md §1.1 with one actor
+group) [ours]:
 
     history ← push(θ_T)                            ring buffer of the last K_max + 1 θ's
     θ_β = θ_{T−k},  k = min(K, T)                  the generating parameters
