@@ -37,9 +37,9 @@ import numpy as np
 
 from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
 from experiments.markdown import table
-from jaxvaco.analysis import robustness, stats
-from jaxvaco.analysis.tables import format_estimate
-from jaxvaco.results import FRACTIONS, last_evaluated, read_results, write_rows
+from jaxvaco.lab import robustness, stats
+from jaxvaco.lab.results import FRACTIONS, last_evaluated, read_results, write_rows
+from jaxvaco.lab.tables import format_estimate
 
 OUT = Path(__file__).resolve().parent / "results" / "ablation"
 SPEC = SWEEPS / "ablation.toml"
@@ -50,7 +50,7 @@ LAGS = (0, 4, 16)
 def final_table(rows: list[dict]) -> list[dict]:
     """The last evaluated row of every (env, cell, K, seed) of ablation.csv's rows
     (`read_results`): greedy and training return, tv/total and the cell's fraction
-    (`jaxvaco.results.FRACTIONS`; None for the other algorithms)."""
+    (`jaxvaco.lab.results.FRACTIONS`; None for the other algorithms)."""
     def number(value) -> float | None:
         return None if value is None else float(value)
 
@@ -108,7 +108,7 @@ def learner_cells(final: list[dict]) -> list[str]:
 def robustness_results(final: list[dict], lags: tuple[int, ...] = LAGS[1:]
                        ) -> dict[tuple, robustness.RobustnessResult]:
     """Robustness [ours] of every learner-critic cell, over the envs of `final`, paired by env
-    and seed (`jaxvaco.analysis.robustness`: normalised scores, pooled = mean over envs of the
+    and seed (`jaxvaco.lab.robustness`: normalised scores, pooled = mean over envs of the
     per-env seed means, stratified bootstrap, 2000 replicates, seed 0):
     ``(cell, None, kind, K)`` -> retention at K against the cell's own K = 0;
     ``(cell, BASELINE_CELL, kind, K)`` -> difference in differences against the baseline cell."""

@@ -38,8 +38,8 @@ from pathlib import Path  # noqa: E402
 from experiments.async_tables import pays_table  # noqa: E402
 from experiments.markdown import table as markdown_table  # noqa: E402
 from experiments.startup import git_commit  # noqa: E402
-from jaxvaco.config import AsyncConfig, EvalConfig, TrainConfig  # noqa: E402
-from jaxvaco.runner import RunControl, run  # noqa: E402
+from jaxvaco.core.config import AsyncConfig, EvalConfig, TrainConfig  # noqa: E402
+from jaxvaco.host.runner import RunControl, run  # noqa: E402
 
 
 def config(algo: str, args: argparse.Namespace, asynchronous: bool) -> TrainConfig:

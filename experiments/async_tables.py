@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxvaco.analysis.stats import seed_mean_ci
+from jaxvaco.lab.stats import seed_mean_ci
 
 ALGO_NAMES = {"ppo": "PPO-clip(L)", "vaco": "VACO"}
 

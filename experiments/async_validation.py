@@ -10,7 +10,7 @@ and each seed s:
            lag (U{0..K} has mean K/2), all seeds in one vmapped program
 
 and the table: per arm, the mean over seeds and the 95% stratified-bootstrap CI
-(`jaxvaco.analysis.stats.seed_mean_ci`) of the final greedy and training return and of the
+(`jaxvaco.lab.stats.seed_mean_ci`) of the final greedy and training return and of the
 run's mean tv/total, mean lag; "agree" says whether replay's and uniform's CIs overlap
 async's on all three.
 
@@ -40,9 +40,9 @@ import numpy as np  # noqa: E402
 
 from experiments.async_tables import paired_tv_table, validation_table  # noqa: E402
 from experiments.markdown import table as markdown_table  # noqa: E402
-from jaxvaco.config import AsyncConfig, EvalConfig, LagConfig, TrainConfig  # noqa: E402
-from jaxvaco.results import append_rows, read_rows  # noqa: E402
-from jaxvaco.runner import RunControl, RunResult, run  # noqa: E402
+from jaxvaco.core.config import AsyncConfig, EvalConfig, LagConfig, TrainConfig  # noqa: E402
+from jaxvaco.host.runner import RunControl, RunResult, run  # noqa: E402
+from jaxvaco.lab.results import append_rows, read_rows  # noqa: E402
 
 
 def base(args: argparse.Namespace, env: str, algo: str, name: str, runs_dir: str,

@@ -1,9 +1,9 @@
 """Shared plumbing of the experiment scripts. An experiment is a sweep spec
-(experiments/sweeps/*.toml, `jaxvaco.sweep`): `experiment_spec` loads it with the
+(experiments/sweeps/*.toml, `jaxvaco.lab.sweep`): `experiment_spec` loads it with the
 script's command-line choices (envs, seeds, steps, variants, output folder) and `run_spec`
 runs its cells, each a named variant (or algorithm) on one env with the lag K (and any
 other hyperparameter) vmapped beside the seeds, then appends each finished cell's rows
-to the experiment's results CSV (`jaxvaco.results.write_results`, the one results schema
+to the experiment's results CSV (`jaxvaco.lab.results.write_results`, the one results schema
 of docs/results_schema.md). (env, variant) pairs the CSV already holds are not run again,
 so a killed script resumes where it stopped; the rows already there keep their values (a
 committed CSV written before the schema is rewritten in it once, at its first append).
@@ -28,9 +28,16 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from jaxvaco.config import ConfigError, TrainConfig, with_overrides
-from jaxvaco.results import done_keys, tidy_rows, write_results
-from jaxvaco.sweep import SweepConfig, cell_state, cells, load_sweep_file, run_sweep, validate_sweep
+from jaxvaco.core.config import ConfigError, TrainConfig, with_overrides
+from jaxvaco.lab.results import done_keys, tidy_rows, write_results
+from jaxvaco.lab.sweep import (
+    SweepConfig,
+    cell_state,
+    cells,
+    load_sweep_file,
+    run_sweep,
+    validate_sweep,
+)
 
 SWEEPS = Path(__file__).resolve().parent / "sweeps"
 HANG_EXIT_CODE = 75

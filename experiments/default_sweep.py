@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import pre_tuning_config
-from jaxvaco.results import append_rows, read_rows
-from jaxvaco.runner import RunControl, run
+from jaxvaco.host.runner import RunControl, run
+from jaxvaco.lab.results import append_rows, read_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "default_sweep"
 SOLVED = 475.0

@@ -15,7 +15,7 @@ env, K and seed. This script compares, per return kind (greedy evaluation and tr
   its sign and its CI excludes 0;
 - **retention** (score at K = 16 − at K = 0) of all four, and the **difference in
   differences** VACO − PPO-clip(L) with each assignment of the coefficients
-  (`jaxvaco.analysis.robustness`).
+  (`jaxvaco.lab.robustness`).
 
     python -m jaxvaco sweep experiments/sweeps/entropy_swap.toml   # the runs (resumable)
     python -m experiments.entropy_swap                             # summary.md from them
@@ -39,9 +39,9 @@ from experiments.fair_study import (
     paired_envs,
 )
 from experiments.markdown import table
-from jaxvaco.analysis import robustness, stats
-from jaxvaco.analysis.tables import format_estimate
-from jaxvaco.results import read_results
+from jaxvaco.lab import robustness, stats
+from jaxvaco.lab.results import read_results
+from jaxvaco.lab.tables import format_estimate
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STUDY = RESULTS / "fair_study" / "study.csv"
@@ -96,7 +96,7 @@ def level_gap(final: list[dict], envs: list[str], vaco: str, ppo: str, k: int, k
 
 
 def columns(final: list[dict], envs: list[str], kind: str) -> dict[str, np.ndarray]:
-    """The runs of `envs` as the columns `jaxvaco.analysis.robustness` reads."""
+    """The runs of `envs` as the columns `jaxvaco.lab.robustness` reads."""
     rows = [r for r in final if r["env"] in envs]
     return {"env": np.array([r["env"] for r in rows]),
             "algo": np.array([r["variant"] for r in rows]),

@@ -46,10 +46,10 @@ import numpy as np
 
 from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
 from experiments.markdown import table
-from jaxvaco.analysis import lag_plots, plots, robustness, stats
-from jaxvaco.analysis.tables import format_estimate, format_number
-from jaxvaco.config import option_path
-from jaxvaco.results import last_evaluated, read_results, write_rows
+from jaxvaco.core.config import option_path
+from jaxvaco.lab import lag_plots, plots, robustness, stats
+from jaxvaco.lab.results import last_evaluated, read_results, write_rows
+from jaxvaco.lab.tables import format_estimate, format_number
 
 OUT = Path(__file__).resolve().parent / "results" / "fair_study"
 CHOSEN = Path(__file__).resolve().parent / "results" / "tuning" / "chosen.json"
@@ -62,7 +62,7 @@ HELD_OUT_BY_DOMAIN = {"MinAtar": ("Asterix-MinAtar", "SpaceInvaders-MinAtar", "F
                       "Brax": ("hopper", "inverted_double_pendulum", "reacher")}
 HELD_OUT_ENVS = HELD_OUT_BY_DOMAIN["MinAtar"] + HELD_OUT_BY_DOMAIN["Brax"]
 """The held-out environments (issue 11), declared on 2026-12-03 with their reference scores
-(`jaxvaco.analysis.stats.REFERENCE_SCORES`; random returns measured by
+(`jaxvaco.lab.stats.REFERENCE_SCORES`; random returns measured by
 `python -m experiments.random_scores`) before any agent ran on them."""
 TUNED_OPTIONS = ("update_epochs", "num_minibatches", "learning_rate", "ent_coef", "clip_coef",
                  "target_kl", "delta")
@@ -279,7 +279,7 @@ def robustness_results(final: list[dict], envs: Sequence[str],
                        baselines: Sequence[str] = ROBUSTNESS_BASELINES,
                        lags: Sequence[int] = LAGS[1:]) -> dict[tuple, robustness.RobustnessResult]:
     """Robustness [ours] on the pool `envs`, per return kind and K > 0, paired by env and seed
-    (`jaxvaco.analysis.robustness`: normalised scores, pooled = mean over envs of the per-env
+    (`jaxvaco.lab.robustness`: normalised scores, pooled = mean over envs of the per-env
     seed means, stratified bootstrap, 2000 replicates, seed 0):
     ``(variant, None, kind, K)`` -> retention of `variant` at K against its own K = 0;
     ``(variant, baseline, kind, K)`` -> difference in differences, variant − baseline (> 0:

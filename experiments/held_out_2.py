@@ -38,15 +38,15 @@ from experiments.fair_study import (
     robustness_results,
 )
 from experiments.markdown import table
-from jaxvaco.results import read_results
-from jaxvaco.sweep import SweepConfig
+from jaxvaco.lab.results import read_results
+from jaxvaco.lab.sweep import SweepConfig
 
 RESULTS = Path(__file__).resolve().parent / "results" / "held_out_2"
 DATA = RESULTS / "held_out_2" / "results.csv"
 SPEC = SWEEPS / "held_out_2.toml"
 ENVS = ("Seaquest-MinAtar", "walker2d", "ant", "halfcheetah")
 """The second held-out pool (issue 31), declared on 2026-12-06 with its reference scores
-(`jaxvaco.analysis.stats.REFERENCE_SCORES`; random: 64 envs, 512+ episodes of
+(`jaxvaco.lab.stats.REFERENCE_SCORES`; random: 64 envs, 512+ episodes of
 `python -m experiments.random_scores`) before any agent ran on it."""
 VARIANTS = ("vaco", "ppo", "ppo_kl (learner critic)")
 LAGS = (0, 16)

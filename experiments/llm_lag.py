@@ -32,8 +32,8 @@ import json
 from pathlib import Path
 
 from experiments import llm_report
+from jaxvaco.lab.results import write_results
 from jaxvaco.llm.config import LLMConfig
-from jaxvaco.results import write_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
 VARIANTS = {
@@ -68,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
 
 def spec(args: argparse.Namespace) -> dict[str, LLMConfig]:
     """{variant: its LLMConfig} of the parsed flags."""
-    from jaxvaco.config import from_table
+    from jaxvaco.core.config import from_table
 
     table: dict = json.loads(json.dumps(QUICK)) if args.quick else {}
     if args.ks is not None:

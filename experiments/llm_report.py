@@ -20,7 +20,7 @@ import matplotlib
 import numpy as np
 from scipy import stats
 
-from jaxvaco.results import read_results, write_rows
+from jaxvaco.lab.results import read_results, write_rows
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

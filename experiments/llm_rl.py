@@ -26,12 +26,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxvaco.core.primitives import masked_mean
 from jaxvaco.llm import task, train
 from jaxvaco.llm.config import FRACTIONS, LLMConfig, LLMLagConfig
 from jaxvaco.llm.evaluation import accuracy, sampled_accuracy
 from jaxvaco.llm.model import ModelConfig, Transformer, sample
 from jaxvaco.llm.train import warm_start
-from jaxvaco.primitives import masked_mean
 
 CACHE = Path("/tmp/jaxvaco_llm_rl_cache")
 

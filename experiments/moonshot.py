@@ -44,10 +44,10 @@ from experiments.fair_study import (
 )
 from experiments.markdown import table
 from experiments.tune import CANDIDATES
-from jaxvaco.analysis.tables import format_estimate
-from jaxvaco.config import option_path
-from jaxvaco.results import read_results
-from jaxvaco.sweep import SweepConfig, validate_sweep
+from jaxvaco.core.config import option_path
+from jaxvaco.lab.results import read_results
+from jaxvaco.lab.sweep import SweepConfig, validate_sweep
+from jaxvaco.lab.tables import format_estimate
 
 RESULTS = Path(__file__).resolve().parent / "results" / "moonshot"
 CHOSEN = RESULTS / "tuning" / "chosen.json"

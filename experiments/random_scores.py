@@ -1,6 +1,6 @@
 """The return of a uniform-random policy: the 0 of every environment's normalised score.
 
-`jaxvaco.analysis.REFERENCE_SCORES` maps each environment to (random return, reference
+`jaxvaco.lab.REFERENCE_SCORES` maps each environment to (random return, reference
 return); this script measures the first number, so that a new environment's entry can be
 declared before any agent's result on it exists (held-out environments, issue 11).
 

@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from jaxvaco.results import append_rows, read_rows
+from jaxvaco.lab.results import append_rows, read_rows
 
 ENVS = {"CartPole-v1": {}, "Breakout-MinAtar": {},
         "inverted_pendulum": {"normalize_obs": True, "brax_backend": "spring"}}
@@ -46,8 +46,8 @@ def measure(env: str, num_envs: int, num_seeds: int, target_steps: float) -> dic
     import jax
     import jax.numpy as jnp
 
-    from jaxvaco.config import PPOConfig, TrainConfig
-    from jaxvaco.runner import Compiled, expand_runs, make_train
+    from jaxvaco.core.config import PPOConfig, TrainConfig
+    from jaxvaco.host.runner import Compiled, expand_runs, make_train
 
     batch = num_envs * 128
     iterations = max(1, round(target_steps / (batch * num_seeds)))

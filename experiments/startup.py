@@ -33,7 +33,7 @@ with no options at all (16 envs, 1M steps) with a warm cache.
 `--programs` instead times one cold `jaxvaco train` of each of `PROGRAM_JOBS` (CartPole, a
 MinAtar game, a Brax task) and tables its compile time by program (init, chunk, evaluate,
 and the small eager ones: eval keys, stacking rows) and phase: tracing, lowering to MLIR,
-XLA compiling (`jaxvaco.compilation.CompileStats.phases`; a program compiled in a
+XLA compiling (`jaxvaco.host.compilation.CompileStats.phases`; a program compiled in a
 background thread overlaps the others, so the phases add up to more than the wall time).
 
 Then a breakdown of one cold and one warm jaxvaco run, from the `timings.json` the run

@@ -1,7 +1,7 @@
 """A sweep's compile share, and what its second cell compiles (issue 37, item 3).
 
 Runs a two-cell CartPole-v1 sweep whose cells differ only in hyperparameters (learning rate
-and entropy coefficient: array arguments of the same programs, `jaxvaco.hparams`) in a
+and entropy coefficient: array arguments of the same programs, `jaxvaco.core.hparams`) in a
 subprocess, with a fresh, empty compilation cache, and reports for each cell its wall
 time, its compile time (tracing, lowering and XLA, wall clock), the XLA programs it
 compiled and how many of those came from the cache; and the sweep's own line

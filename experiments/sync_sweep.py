@@ -17,7 +17,7 @@ import argparse
 import os
 from pathlib import Path
 
-from jaxvaco.results import write_rows
+from jaxvaco.lab.results import write_rows
 
 FIELDS = ["sync_interval", "seed", "final_return", "lag/iterations", "tv/backward"]
 
@@ -33,7 +33,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def sweep_config(interval: int, args: argparse.Namespace):
-    from jaxvaco.config import DistributedConfig, PPOConfig, TrainConfig
+    from jaxvaco.core.config import DistributedConfig, PPOConfig, TrainConfig
 
     return TrainConfig(env="CartPole-v1", num_envs=32, num_steps=64,
                        total_timesteps=int(args.total), update_epochs=4, num_minibatches=2,
@@ -50,7 +50,7 @@ def run_interval(interval: int, args: argparse.Namespace) -> list[dict]:
     import jax.numpy as jnp
     import numpy as np
 
-    from jaxvaco.runner import expand_runs, make_train
+    from jaxvaco.host.runner import expand_runs, make_train
 
     config = sweep_config(interval, args)
     trainer = make_train(config)

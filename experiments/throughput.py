@@ -36,8 +36,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.config import DistributedConfig, LagConfig, PPOConfig, TrainConfig, VacoConfig
-from jaxvaco.runner import Compiled, expand_runs, make_train
+from jaxvaco.core.config import DistributedConfig, LagConfig, PPOConfig, TrainConfig, VacoConfig
+from jaxvaco.host.runner import Compiled, expand_runs, make_train
 
 DEFAULT_REFERENCE = Path(__file__).resolve().parents[1] / ".." / "shared" / "bench"
 BENCH_CONFIG = TrainConfig(num_envs=256, num_steps=128, update_epochs=4, num_minibatches=4,

@@ -42,10 +42,11 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import parse_with_retries, pre_tuning_config
-from jaxvaco.analysis.stats import iqm, normalize_score
-from jaxvaco.config import ALGOS, EvalConfig, LagConfig, with_overrides
-from jaxvaco.results import last_evaluated, read_results, schema_row, write_results
-from jaxvaco.runner import run
+from jaxvaco.core.algos import algorithms
+from jaxvaco.core.config import EvalConfig, LagConfig, with_overrides
+from jaxvaco.host.runner import run
+from jaxvaco.lab.results import last_evaluated, read_results, schema_row, write_results
+from jaxvaco.lab.stats import iqm, normalize_score
 
 OUT = Path(__file__).resolve().parent / "results" / "tuning"
 DEV_ENVS = ("CartPole-v1", "Acrobot-v1", "Breakout-MinAtar")
@@ -58,8 +59,8 @@ HALVING_ENVS = ("CartPole-v1", "Acrobot-v1")
 """Where every configuration runs; the others get each algorithm's `--keep` best."""
 CANDIDATES = {"vaco_kl": ("vaco", {"vaco.kl_penalty": True})}
 """Candidate -> (algorithm, its options): VACO's filter with PPO-KL's adaptive KL penalty
-[ours] (`jaxvaco.algos.vaco`)."""
-TUNABLE = (*ALGOS, *CANDIDATES)
+[ours] (`jaxvaco.core.algos.vaco`)."""
+TUNABLE = (*algorithms(), *CANDIDATES)
 KNOBS = {"ppo": (("clip_coef", 0.1, 0.3),), "spo": (("clip_coef", 0.1, 0.3),),
          "ppo_kl": (("target_kl", 0.003, 0.03),), "vaco": (("delta", 0.05, 0.4),),
          "vaco_kl": (("delta", 0.05, 0.4), ("target_kl", 0.003, 0.03))}
@@ -159,7 +160,7 @@ def survivors(algo: str, configs: list[dict], csv_path: Path, keep: int) -> list
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algos", nargs="+", default=list(ALGOS), choices=TUNABLE,
+    parser.add_argument("--algos", nargs="+", default=list(algorithms()), choices=TUNABLE,
                         help="the study's algorithms (default) or candidates (CANDIDATES)")
     parser.add_argument("--envs", nargs="+", default=list(DEV_ENVS))
     parser.add_argument("--configs", type=int, default=24)

@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import SWEEPS, experiment_spec, parse_with_retries, run_spec
-from jaxvaco.analysis.stats import iqm, normalize_score
-from jaxvaco.results import last_evaluated, read_results
+from jaxvaco.lab.results import last_evaluated, read_results
+from jaxvaco.lab.stats import iqm, normalize_score
 
 OUT = Path(__file__).resolve().parent / "results" / "vaco_design"
 STAGES = ("prototype", "diagnose", "grid")

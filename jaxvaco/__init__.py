@@ -2,7 +2,7 @@
 
 Entry points: `TrainConfig` (typed configuration; `LLMConfig` for the LLM trainer,
 `jaxvaco.llm.run`), `register_algorithm` (an `AlgorithmSpec` declared in your own code;
-`jaxvaco.algos.spec`), `make_train` (pure jitted functions),
+`jaxvaco.core.algos.spec`), `make_train` (pure jitted functions),
 `run` (the host loop that trains, evaluates and writes results), `load_policy` (a trained
 policy from a run directory or an export, to act with), `make_env` (batched,
 auto-resetting copies of an environment by name).
@@ -10,16 +10,17 @@ auto-resetting copies of an environment by name).
 
 import importlib
 
-from jaxvaco.errors import ConfigError
+from jaxvaco.core.errors import ConfigError
 from jaxvaco.llm.config import LLMConfig
 
 __version__ = "0.1.0"
 
-LAZY = {"TrainConfig": "jaxvaco.config", "register_algorithm": "jaxvaco.config",
-        "AlgorithmSpec": "jaxvaco.algos.spec", "make_train": "jaxvaco.train",
-        "run": "jaxvaco.runner", "make_env": "jaxvaco.envs", "load_policy": "jaxvaco.policy"}
+LAZY = {"TrainConfig": "jaxvaco.core.config", "register_algorithm": "jaxvaco.core.config",
+        "AlgorithmSpec": "jaxvaco.core.algos.spec", "make_train": "jaxvaco.core.train",
+        "run": "jaxvaco.host.runner", "make_env": "jaxvaco.core.envs",
+        "load_policy": "jaxvaco.host.policy"}
 """The names imported on first use, from their modules: they load JAX, and `python -m
-jaxvaco` installs its signal handlers before that (`jaxvaco.process`). `TrainConfig` is read
+jaxvaco` installs its signal handlers before that (`jaxvaco.cli.process`). `TrainConfig` is read
 anew at each use: `register_algorithm` rebuilds it."""
 
 

@@ -1,5 +1,5 @@
 """`python -m jaxvaco`: the `jaxvaco` command."""
 
-from jaxvaco.process import main
+from jaxvaco.cli.process import main
 
 main()

@@ -19,9 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
-from jaxvaco.grid import hyperparams_from_config
-from jaxvaco.train import make_train
+from jaxvaco.core.config import EvalConfig, LagConfig, TrainConfig
+from jaxvaco.core.train import make_train
+from jaxvaco.host.grid import hyperparams_from_config
 
 PATH = Path(__file__).parent / "data" / "fingerprint.json"
 LAG = LagConfig(max_delay=2, mode="uniform", num_groups=2)

@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxvaco.config import from_table
+from jaxvaco.core.config import from_table
 from jaxvaco.llm import task
 from jaxvaco.llm.config import LLMConfig
 from jaxvaco.llm.evaluation import accuracy

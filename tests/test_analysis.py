@@ -1,4 +1,4 @@
-"""Tests for jaxvaco.analysis (stats, tables, plots, lag_plots): aggregates vs hand
+"""Tests for jaxvaco.lab (stats, tables, plots, lag_plots): aggregates vs hand
 computations, SciPy and rliable; plots."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import io
 import numpy as np
 import pytest
 
-from jaxvaco.analysis import lag_plots, plots, stats, sweep_table, tables
+from jaxvaco.lab import lag_plots, plots, stats, sweep_table, tables
 
 # --------------------------------------------------------------------------------------------
 # Hand-computed aggregates on tiny matrices
@@ -410,7 +410,7 @@ def test_robustness_table_cells_by_hand():
 def test_robustness_table_without_lag_has_no_retention():
     from rich.console import Console
 
-    from jaxvaco.analysis.sweep_table import print_results_table
+    from jaxvaco.lab.sweep_table import print_results_table
 
     table = _sweep_table(ks=(0,))
     rows = sweep_table.robustness_table(table)
@@ -460,7 +460,7 @@ def test_every_figure_has_one_colour_per_variant(tmp_path, monkeypatch):
     """`jaxvaco plot`'s figures: a variant has one colour in all of them (the aggregate's K
     are markers, not colours); error bars at one K are dodged; the labels say which return
     and which scale; every figure gives the number of seeds."""
-    from jaxvaco.results import plot_results
+    from jaxvaco.lab.results import plot_results
 
     drawn = _figures(monkeypatch)
     table = _sweep_table()

@@ -1,4 +1,4 @@
-"""Asynchronous actors and learner (`jaxvaco.asynchronous`) and the replay of their lag.
+"""Asynchronous actors and learner (`jaxvaco.host.asynchronous`) and the replay of their lag.
 
 The thread pieces are tested here in-process. The runs need 2 devices (actor on one,
 learner on the other), which CPU JAX only simulates when
@@ -22,7 +22,9 @@ import time
 import numpy as np
 import pytest
 
-from jaxvaco.asynchronous.channels import (
+from jaxvaco.core.config import AsyncConfig, ConfigError, EvalConfig, LagConfig, TrainConfig
+from jaxvaco.core.validation import validate
+from jaxvaco.host.asynchronous.channels import (
     AsyncWorkerError,
     Item,
     ParameterStore,
@@ -30,8 +32,6 @@ from jaxvaco.asynchronous.channels import (
     TrajectoryQueue,
     one_line,
 )
-from jaxvaco.config import AsyncConfig, ConfigError, EvalConfig, LagConfig, TrainConfig
-from jaxvaco.validation import validate
 
 ITERATIONS = 12
 
@@ -106,7 +106,7 @@ def test_supervisor_reports_the_first_failure_in_one_line_and_stops_all():
 @pytest.mark.parametrize("stale, used", [("drop", [0, 1]), ("use", [1])])
 def test_pop_drops_or_uses_trajectories_beyond_max_lag(stale, used):
     """At T = 6 with max lag 2: version 0 (lag 6) is dropped or used; each pop is a line."""
-    from jaxvaco.asynchronous.trainer import AsyncTrainer
+    from jaxvaco.host.asynchronous.trainer import AsyncTrainer
 
     trainer = object.__new__(AsyncTrainer)  # only what `pop` reads
     trainer.options = AsyncConfig(enabled=True, max_lag=2, stale=stale)
@@ -140,7 +140,7 @@ def test_replay_needs_a_run_folder(tmp_path):
     with pytest.raises(ConfigError, match="--lag.replay"):
         validate(dataclasses.replace(tiny(), asynchronous=AsyncConfig(),
                                      lag=LagConfig(mode="replay")))
-    from jaxvaco.asynchronous.schedule import read_delays
+    from jaxvaco.host.asynchronous.schedule import read_delays
     with pytest.raises(ConfigError, match="lag_schedule.csv"):
         read_delays(tmp_path)
 
@@ -150,10 +150,10 @@ def test_replay_needs_a_run_folder(tmp_path):
 def worker(root: str) -> dict:
     import jax
 
-    from jaxvaco.asynchronous.trainer import AsyncTrainer
-    from jaxvaco.run_dir import RunControl
-    from jaxvaco.run_folder import RunFolder
-    from jaxvaco.runner import run
+    from jaxvaco.host.asynchronous.trainer import AsyncTrainer
+    from jaxvaco.host.run_dir import RunControl
+    from jaxvaco.host.run_folder import RunFolder
+    from jaxvaco.host.runner import run
 
     def train(name, config, **kwargs):
         config = dataclasses.replace(config, results_dir=root, run_name=name)
@@ -188,9 +188,9 @@ def two_learner_devices(train) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from jaxvaco.asynchronous.trainer import actor_collect, learner_program
-    from jaxvaco.grid import hyperparams_from_config
-    from jaxvaco.train import make_train
+    from jaxvaco.core.train import make_train
+    from jaxvaco.host.asynchronous.trainer import actor_collect, learner_program
+    from jaxvaco.host.grid import hyperparams_from_config
 
     config = tiny()
     trainer, hp = make_train(config), hyperparams_from_config(config)

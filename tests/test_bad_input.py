@@ -29,12 +29,13 @@ import jax.numpy as jnp
 import orbax.checkpoint as ocp
 import pytest
 
-from jaxvaco import runner, session, sweep
 from jaxvaco.cli import main
-from jaxvaco.commands.train import resume_defaults
-from jaxvaco.config import ConfigError, LagConfig, TrainConfig
-from jaxvaco.run_dir import RunAlreadyComplete, RunControl
-from jaxvaco.run_folder import RunFolder
+from jaxvaco.cli.train import resume_defaults
+from jaxvaco.core.config import ConfigError, LagConfig, TrainConfig
+from jaxvaco.host import runner, session
+from jaxvaco.host.run_dir import RunAlreadyComplete, RunControl
+from jaxvaco.host.run_folder import RunFolder
+from jaxvaco.lab import sweep
 from tests.processes import CRASHES, Outcome, process, start
 
 TINY = ["--num-envs", "8", "--num-steps", "16", "--total-timesteps", "512",
@@ -523,7 +524,7 @@ def test_a_signal_while_options_are_parsed_still_prints_its_line():
     line); a signal arriving then printed its line into that buffer and the process ended
     with status 130 and nothing on stderr (seen on CI, where imports take seconds)."""
     script = ("import contextlib, io, os, signal\n"
-              "from jaxvaco import process\n"
+              "from jaxvaco.cli import process\n"
               "process.interrupt_at_once()\n"
               "with contextlib.redirect_stderr(io.StringIO()):\n"
               "    os.kill(os.getpid(), signal.SIGINT)\n")

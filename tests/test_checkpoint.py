@@ -24,12 +24,12 @@ import orbax.checkpoint as ocp
 import pytest
 from flax import struct
 
-from jaxvaco import checkpoint, runner
-from jaxvaco.checkpoint import Checkpointer
 from jaxvaco.cli import main
-from jaxvaco.config import ConfigError, EvalConfig, RunFileError, TrainConfig
-from jaxvaco.guard import NonFiniteError
-from jaxvaco.run_dir import RunControl, load_run_dir
+from jaxvaco.core.config import ConfigError, EvalConfig, RunFileError, TrainConfig
+from jaxvaco.core.guard import NonFiniteError
+from jaxvaco.host import checkpoint, runner
+from jaxvaco.host.checkpoint import Checkpointer
+from jaxvaco.host.run_dir import RunControl, load_run_dir
 
 TIMING_KEYS = {"sps", "wall_time", "compile_time"}
 
@@ -282,7 +282,7 @@ def test_fresh_run_into_checkpointed_dir_is_refused(interrupted):
 
 
 def test_total_timesteps_extension_only_with_constant_lr():
-    from jaxvaco.run_dir import resume_conflicts
+    from jaxvaco.host.run_dir import resume_conflicts
 
     config = TrainConfig(num_envs=8, num_steps=16, total_timesteps=1024, chunk_iterations=2)
     longer = dataclasses.replace(config, total_timesteps=2048)
@@ -345,8 +345,8 @@ def test_sinks_jsonl_tensorboard_and_wandb_offline(tmp_path, monkeypatch):
     """Rows go to every sink; a resumed JSONL sink drops rows past the checkpoint."""
     pytest.importorskip("tensorboardX")
     pytest.importorskip("wandb")
-    from jaxvaco.run_folder import read_rows
-    from jaxvaco.sinks import open_sinks
+    from jaxvaco.host.run_folder import read_rows
+    from jaxvaco.host.sinks import open_sinks
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")

@@ -93,7 +93,7 @@ def test_data_claims_compare_exactly():
 def test_llm_lag_tables_from_summary_csv(tmp_path):
     """Both accuracies per variant and K as 'mean ± half-width', '—' where a (variant, K)
     has not run; TV and clip/filter fraction at the largest K."""
-    from jaxvaco.results import write_rows
+    from jaxvaco.lab.results import write_rows
 
     rows = [{"method": "grpo β", "K": 0, "final_acc": 0.8404, "ci95": 0.0221,
              "sampled_acc": 0.7881, "sampled_ci95": 0.007, "tv/backward": 0.0,

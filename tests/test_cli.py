@@ -7,7 +7,7 @@ import json
 import pytest
 
 from jaxvaco.cli import main
-from jaxvaco.config import TrainConfig, from_dict
+from jaxvaco.core.config import TrainConfig, from_dict
 
 
 @pytest.fixture(scope="module", autouse=True)

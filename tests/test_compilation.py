@@ -13,12 +13,12 @@ from pathlib import Path
 import jax
 import pytest
 
-from jaxvaco import compilation
 from jaxvaco.cli import main
-from jaxvaco.compilation import CompileClock, configure_cache, resolve_cache_dir
-from jaxvaco.config import EvalConfig, TrainConfig
-from jaxvaco.run_dir import RunControl
-from jaxvaco.runner import run
+from jaxvaco.core.config import EvalConfig, TrainConfig
+from jaxvaco.host import compilation
+from jaxvaco.host.compilation import CompileClock, configure_cache, resolve_cache_dir
+from jaxvaco.host.run_dir import RunControl
+from jaxvaco.host.runner import run
 
 TINY = ["--num-envs", "8", "--num-steps", "16", "--total-timesteps", "256",
         "--num-minibatches", "2", "--update-epochs", "1", "--hidden-sizes", "8", "8",
@@ -119,9 +119,9 @@ def test_disabled_cache_writes_nothing(tmp_path, monkeypatch):
 
 
 def test_one_evaluation_program_for_both_modes(tmp_path):
-    from jaxvaco.compiled import Compiled, evaluate_policy
-    from jaxvaco.grid import expand_runs
-    from jaxvaco.train import make_train
+    from jaxvaco.core.train import make_train
+    from jaxvaco.host.compiled import Compiled, evaluate_policy
+    from jaxvaco.host.grid import expand_runs
 
     config = tiny(tmp_path, "eval")
     runs, keys, hp = expand_runs(config)
@@ -147,7 +147,7 @@ def test_gymnax_run_skips_render_imports_and_brax_skips_gymnax():
     code = (
         "import sys\n"
         "import jaxvaco.cli\n"
-        "from jaxvaco.envs import _resolve, make_env\n"
+        "from jaxvaco.core.envs import _resolve, make_env\n"
         "assert _resolve('inverted_pendulum')[0] == 'brax' and 'gymnax' not in sys.modules\n"
         "make_env('CartPole-v1', 2)\n"
         "assert 'seaborn' not in sys.modules and 'matplotlib.pyplot' not in sys.modules\n"
@@ -170,8 +170,8 @@ def metric_rows(tmp_path: Path, name: str) -> list[dict]:
 
 
 def test_program_cache_skips_tracing_and_changes_no_number(tmp_path, monkeypatch):
-    from jaxvaco import train
-    from jaxvaco.programs import FOLDER
+    from jaxvaco.core import train
+    from jaxvaco.host.programs import FOLDER
 
     traced = []
     iteration = train.iteration
@@ -192,7 +192,7 @@ def test_program_cache_skips_tracing_and_changes_no_number(tmp_path, monkeypatch
 
 
 def test_damaged_program_entry_is_replaced_not_fatal(tmp_path):
-    from jaxvaco.programs import FOLDER
+    from jaxvaco.host.programs import FOLDER
 
     cache = tmp_path / "cache"
     run(tiny(tmp_path, "first"), control=RunControl(compilation_cache=str(cache)))
@@ -205,7 +205,7 @@ def test_damaged_program_entry_is_replaced_not_fatal(tmp_path):
 
 
 def test_program_key_ignores_host_only_fields_and_follows_the_rest(tmp_path):
-    from jaxvaco.programs import config_key
+    from jaxvaco.host.programs import config_key
 
     config = tiny(tmp_path, "a")
     moved = dataclasses.replace(config, run_name="b", results_dir="elsewhere", progress=True)
@@ -219,8 +219,8 @@ def test_a_trainer_built_elsewhere_never_gets_jaxvacos_cached_programs(tmp_path,
     the clean program the first run cached."""
     import jax.numpy as jnp
 
-    from jaxvaco import runner
-    from jaxvaco.guard import NonFiniteError
+    from jaxvaco.core.guard import NonFiniteError
+    from jaxvaco.host import runner
 
     control = RunControl(compilation_cache=str(tmp_path / "cache"))
     run(tiny(tmp_path, "clean"), control=control)
@@ -244,7 +244,7 @@ def test_program_compiled_ahead_matches_jit_and_other_signatures_still_work(tmp_
     import jax.numpy as jnp
     import numpy as np
 
-    from jaxvaco.programs import ProgramCache
+    from jaxvaco.host.programs import ProgramCache
 
     def f(x):
         return {"y": jnp.sin(x) * 2.0, "total": jnp.sum(x)}
@@ -265,10 +265,10 @@ def test_chunk_carries_its_finite_check_and_changes_no_number(tmp_path):
     import jax.numpy as jnp
     import numpy as np
 
-    from jaxvaco.compiled import Compiled
-    from jaxvaco.grid import expand_runs
-    from jaxvaco.runs_trainer import host_finite
-    from jaxvaco.train import make_train
+    from jaxvaco.core.train import make_train
+    from jaxvaco.host.compiled import Compiled
+    from jaxvaco.host.grid import expand_runs
+    from jaxvaco.host.runs_trainer import host_finite
 
     config = dataclasses.replace(tiny(tmp_path, "finite"), num_seeds=2)
     _, keys, hp = expand_runs(config)
@@ -297,9 +297,9 @@ def test_one_run_is_computed_unbatched_exactly_as_jit_computes_it(tmp_path):
     import jax.numpy as jnp
     import numpy as np
 
-    from jaxvaco.compiled import Compiled, checked_chunk
-    from jaxvaco.grid import expand_runs
-    from jaxvaco.train import make_train
+    from jaxvaco.core.train import make_train
+    from jaxvaco.host.compiled import Compiled, checked_chunk
+    from jaxvaco.host.grid import expand_runs
 
     def leaves_equal(a, b) -> bool:
         return all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b),
@@ -343,8 +343,8 @@ def brax_chunk_sums(options: dict) -> dict[str, float]:
     import jax.numpy as jnp
     import numpy as np
 
-    from jaxvaco.grid import hyperparams_from_config
-    from jaxvaco.train import make_train
+    from jaxvaco.core.train import make_train
+    from jaxvaco.host.grid import hyperparams_from_config
 
     config = TrainConfig(env="inverted_pendulum", num_envs=8, num_steps=16, hidden_sizes=(16,),
                          total_timesteps=8 * 16 * 2, num_minibatches=2, update_epochs=2,
@@ -390,8 +390,8 @@ def test_rarely_run_programs_compile_lighter_to_bit_identical_outputs(env):
     import jax.numpy as jnp
     import numpy as np
 
-    from jaxvaco.grid import hyperparams_from_config
-    from jaxvaco.train import make_train
+    from jaxvaco.core.train import make_train
+    from jaxvaco.host.grid import hyperparams_from_config
 
     config = TrainConfig(env=env, num_envs=4, num_steps=8, hidden_sizes=(16,),
                          total_timesteps=4 * 8, num_minibatches=1, update_epochs=1,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxvaco.config import (
+from jaxvaco.core.config import (
     ConfigError,
     EvalConfig,
     LagConfig,
@@ -26,7 +26,7 @@ from jaxvaco.config import (
     with_overrides,
     with_tuned_defaults,
 )
-from jaxvaco.validation import validate
+from jaxvaco.core.validation import validate
 
 BASE = TrainConfig(num_envs=8, num_steps=16, total_timesteps=1024, num_minibatches=2)
 
@@ -181,8 +181,8 @@ def test_to_dict_from_dict_round_trip_through_json():
 
 def test_legacy_behavior_spelling_loads_as_behaviour(tmp_path):
     """config.json files and sweep TOMLs written before the rename spell it "behavior"."""
-    from jaxvaco.run_dir import load_run_dir
-    from jaxvaco.sweep import load_sweep_file
+    from jaxvaco.host.run_dir import load_run_dir
+    from jaxvaco.lab.sweep import load_sweep_file
 
     config = TrainConfig(algo="vaco", ppo=PPOConfig(critic="behaviour", anchor="behaviour"),
                          vaco=VacoConfig(anchor="behaviour", critic="behaviour"))

@@ -1,4 +1,4 @@
-"""Training over a device mesh (`jaxvaco.distributed`).
+"""Training over a device mesh (`jaxvaco.core.distributed`).
 
 The multi-device checks need 4 devices, which on CPU JAX only simulates when
 XLA_FLAGS=--xla_force_host_platform_device_count=4 is set before it starts; so they run
@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import pytest
 
-from jaxvaco.config import (
+from jaxvaco.core.config import (
     ConfigError,
     DistributedConfig,
     EvalConfig,
@@ -46,7 +46,7 @@ def sync_model_run(interval: int, stagger: bool, steps: int) -> dict:
     import jax.numpy as jnp
     from jax.sharding import PartitionSpec
 
-    from jaxvaco.distributed import AXIS, delayed_sync, make_mesh
+    from jaxvaco.core.distributed import AXIS, delayed_sync, make_mesh
 
     config = tiny(num_devices=DEVICES, sync_interval=interval, stagger=stagger)
     model = delayed_sync(config.distributed, AXIS)
@@ -72,10 +72,10 @@ def worker() -> dict:
     import jax
     import jax.numpy as jnp
 
-    from jaxvaco.distributed import layout, sync_delay
-    from jaxvaco.grid import hyperparams_from_config
-    from jaxvaco.results import FRACTIONS
-    from jaxvaco.train import make_train
+    from jaxvaco.core.distributed import layout, sync_delay
+    from jaxvaco.core.train import make_train
+    from jaxvaco.host.grid import hyperparams_from_config
+    from jaxvaco.lab.results import FRACTIONS
 
     jax.config.update("jax_disable_most_optimizations", True)
     out: dict = {"devices": jax.device_count()}
@@ -160,7 +160,7 @@ def multihost_worker(process_id: int, port: int) -> float:
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec
 
-    from jaxvaco.distributed import AXIS, initialize
+    from jaxvaco.core.distributed import AXIS, initialize
 
     initialize(DistributedConfig(multihost=True, coordinator_address=f"localhost:{port}",
                                  num_processes=2, process_id=process_id))
@@ -252,7 +252,7 @@ def test_seeds_over_devices(found):
      "multiple of --distributed.num-devices"),
 ])
 def test_clear_config_errors(changes, words):
-    from jaxvaco.validation import validate
+    from jaxvaco.core.validation import validate
 
     with pytest.raises(ConfigError, match=words):
         validate(dataclasses.replace(tiny(num_devices=DEVICES), **changes))
@@ -277,7 +277,7 @@ def test_multihost_initialize_and_psum_on_loopback():
 
 
 def test_more_devices_than_present():
-    from jaxvaco.train import make_train
+    from jaxvaco.core.train import make_train
 
     with pytest.raises(ConfigError, match="more than the 1 devices"):
         make_train(tiny(num_devices=2))

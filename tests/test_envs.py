@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxvaco.envs import UnknownEnvError, available_envs, env_spec, make_env
-from jaxvaco.envs.brax_env import BRAX_ENV_NAMES, BraxVecEnv, registered_brax_envs
-from jaxvaco.envs.gymnax_env import GymnaxVecEnv
+from jaxvaco.core.envs import UnknownEnvError, available_envs, env_spec, make_env
+from jaxvaco.core.envs.brax_env import BRAX_ENV_NAMES, BraxVecEnv, registered_brax_envs
+from jaxvaco.core.envs.gymnax_env import GymnaxVecEnv
 
 CARTPOLE_X_LIMIT = 2.4
 CARTPOLE_THETA_LIMIT = 12 * 2 * np.pi / 360
@@ -292,7 +292,8 @@ def test_available_envs_lists_every_gymnax_and_brax_name():
 
 
 def test_import_does_not_import_brax():
-    code = "import sys, jaxvaco.envs; assert 'brax' not in sys.modules, 'brax imported eagerly'"
+    code = ("import sys, jaxvaco.core.envs; "
+            "assert 'brax' not in sys.modules, 'brax imported eagerly'")
     repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": repo_root}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)

@@ -13,7 +13,7 @@ import pytest
 import rlax
 from references import close, f32, gae_reference, vtrace_reference
 
-from jaxvaco.estimators import gae, vtrace
+from jaxvaco.core.estimators import gae, vtrace
 
 T, N = 24, 6
 GAMMA, LAM = 0.97, 0.9

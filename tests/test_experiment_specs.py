@@ -15,10 +15,10 @@ import pytest
 
 from experiments import ablation, fair_study, vaco_design
 from experiments.common import experiment_spec, run_spec
-from jaxvaco.config import ConfigError, EvalConfig, LagConfig, TrainConfig, with_overrides
-from jaxvaco.envs import BRAX_ENV_NAMES
-from jaxvaco.results import read_results
-from jaxvaco.sweep import cell_setup, cells, load_sweep_file
+from jaxvaco.core.config import ConfigError, EvalConfig, LagConfig, TrainConfig, with_overrides
+from jaxvaco.core.envs import BRAX_ENV_NAMES
+from jaxvaco.lab.results import read_results
+from jaxvaco.lab.sweep import cell_setup, cells, load_sweep_file
 
 # ------------------------------------------------- the scripts' configurations at 6deee9f
 
@@ -232,9 +232,9 @@ def test_run_spec_appends_new_cells_and_skips_those_in_the_csv(tmp_path, monkeyp
     schema rows of the run's metrics rows); rows already there stay, a CSV written before
     the schema (the committed ones) read under the schema's names."""
     import experiments.common as common
-    from jaxvaco.config import to_dict
-    from jaxvaco.run_folder import write_json
-    from jaxvaco.sweep import SweepResult, cell_config
+    from jaxvaco.core.config import to_dict
+    from jaxvaco.host.run_folder import write_json
+    from jaxvaco.lab.sweep import SweepResult, cell_config
 
     spec = experiment_spec(fair_study.SPEC, tmp_path, envs=["CartPole-v1"],
                            algos=["ppo", "vaco"])

@@ -5,8 +5,8 @@ import pytest
 from rliable import metrics
 
 from experiments.fair_study import tuned_variants
-from jaxvaco.analysis.stats import probability_of_improvement
-from jaxvaco.config import TrainConfig
+from jaxvaco.core.config import TrainConfig
+from jaxvaco.lab.stats import probability_of_improvement
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -48,7 +48,7 @@ def test_tuning_ranks_survivors_on_every_env_and_halving_keeps_the_best(tmp_path
     """Successive halving (experiments/tune.py): the `keep` best by the ranking on the
     halving envs go on; the final ranking counts only configurations run on every env."""
     from experiments import tune
-    from jaxvaco.results import write_results
+    from jaxvaco.lab.results import write_results
 
     def row(env, config, value):
         return {"env": env, "algo": "ppo", "K": 0, "seed": 0, "step": 100,
@@ -83,7 +83,7 @@ def test_aggregate_rows_match_rliable(seed):
     """IQM point estimates and P(VACO > ppo) of the summary equal rliable's on the same
     [seeds, envs] matrices of normalised scores."""
     from experiments.fair_study import LAGS, aggregate_rows
-    from jaxvaco.analysis.stats import normalize_score
+    from jaxvaco.lab.stats import normalize_score
 
     final = synthetic_final(seed)
     envs = ["CartPole-v1", "Acrobot-v1"]

@@ -14,7 +14,7 @@ import json
 import numpy as np
 import pytest
 
-from jaxvaco.results import FRACTIONS, LEGACY_FRACTION
+from jaxvaco.lab.results import FRACTIONS, LEGACY_FRACTION
 from tests import fingerprint
 
 RECORDED = json.loads(fingerprint.PATH.read_text())
@@ -40,7 +40,7 @@ def translate(group: str, changes: dict) -> tuple[str, dict]:
 
 def renamed(recorded: dict, algo: str) -> dict:
     """Recorded metric names -> today's: the one `filter/fraction` is now the algorithm's
-    own metric (`jaxvaco.results.FRACTIONS`); algorithms without one recorded a constant 0."""
+    own metric (`jaxvaco.lab.results.FRACTIONS`); algorithms without one recorded a constant 0."""
     out = dict(recorded)
     value = out.pop(LEGACY_FRACTION)
     if algo in FRACTIONS:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from experiments import held_out_2
 from experiments.common import run_spec
-from jaxvaco.sweep import load_sweep_file
+from jaxvaco.lab.sweep import load_sweep_file
 
 
 def test_no_sweep_of_the_spec_writes_into_the_committed_results_folder(tmp_path):

@@ -1,5 +1,5 @@
 """Unit tests of the policy-lag ring buffer, delay sampler and `LagModel` implementations
-(`jaxvaco.lag`, docs/concepts/spec.md §1.1).
+(`jaxvaco.core.lag`, docs/concepts/spec.md §1.1).
 
 References are plain Python: a list of every parameter snapshot pushed so far, and the
 delay rules of the spec written out with Python integers.
@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxvaco import lag
+from jaxvaco.core import lag
 
 
 def snapshot(t: int) -> dict:
@@ -160,7 +160,7 @@ def test_no_lag_acts_with_the_learner():
 def test_ring_buffer_acts_with_the_params_of_delay_iterations_ago(mode, lag_delay):
     """Group g gets θ_{T−k_g}; with the fixed schedule that is θ_{max(T − K, 0)}."""
     groups = 3
-    model = lag.ring_buffer(max_delay=3, mode=mode, num_groups=groups)
+    model = lag.ring_buffer(capacity=3, mode=mode, num_groups=groups)
     for t, (params, delays) in enumerate(drive(model, 9, lag_delay)):
         assert delays.shape == (groups,) and ((0 <= delays) & (delays <= min(lag_delay, t))).all()
         if mode == "fixed":
@@ -177,7 +177,7 @@ def test_ring_buffer_acts_with_the_params_of_delay_iterations_ago(mode, lag_dela
 def test_replay_acts_with_the_recorded_delays():
     """k(T) = schedule[T] clamped at T (the last entry past the end); θ_{T−k(T)} acts."""
     schedule = [2, 0, 3, 1, 3, 2]  # T = 0 asks for 2: clamped to 0
-    model = lag.replay(np.asarray(schedule), max_delay=3)
+    model = lag.replay(np.asarray(schedule), capacity=3)
     expected = [min(schedule[min(t, len(schedule) - 1)], t) for t in range(8)]
     for t, (params, delays) in enumerate(drive(model, 8, lag_delay=0)):
         np.testing.assert_array_equal(delays, [expected[t]])

@@ -294,7 +294,7 @@ def test_learner_anchor_gradient_is_weighted_policy_gradient():
     ({"algo": "vaco", "vaco": {"anchor": "behaviour", "weight": "truncated"}}, "behaviour",
      False)])
 def test_policy_anchor_picks_the_configured_anchor(changes, anchor, weighted):
-    from jaxvaco.config import from_table
+    from jaxvaco.core.config import from_table
     from jaxvaco.llm.model import Completions
     from jaxvaco.llm.train import Rollout, policy_anchor
 
@@ -464,7 +464,7 @@ def test_llm_lag_spec_and_report(tmp_path):
     from scipy import stats
 
     from experiments import llm_lag, llm_report
-    from jaxvaco.results import read_results, read_rows, write_results
+    from jaxvaco.lab.results import read_results, read_rows, write_results
 
     args = llm_lag.parser().parse_args(["--seeds", "8", "--variants", "grpo-pit", "none",
                                         "--delta", "0.005", "--ks", "0", "4"])

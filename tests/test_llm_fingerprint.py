@@ -25,8 +25,8 @@ import json
 import numpy as np
 import pytest
 
+from jaxvaco.lab.results import LEGACY_FRACTION
 from jaxvaco.llm.config import FRACTIONS
-from jaxvaco.results import LEGACY_FRACTION
 from tests import llm_fingerprint
 
 RECORDED = json.loads(llm_fingerprint.PATH.read_text())

@@ -12,12 +12,12 @@ import jax
 import numpy as np
 import pytest
 
-from jaxvaco.config import ConfigError, RunFileError, from_table
-from jaxvaco.guard import NonFiniteError
+from jaxvaco.core.config import ConfigError, RunFileError, from_table
+from jaxvaco.core.guard import NonFiniteError
+from jaxvaco.host.run_dir import RunControl
+from jaxvaco.lab.results import read_results, write_results
 from jaxvaco.llm import runner, train
 from jaxvaco.llm.config import GRPOConfig, LLMConfig, LLMEvalConfig, LLMLagConfig, TokenVacoConfig
-from jaxvaco.results import read_results, write_results
-from jaxvaco.run_dir import RunControl
 
 
 def tiny(tmp_path, name: str = "run", **changes) -> LLMConfig:

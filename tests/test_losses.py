@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 from references import close, f32, vtrace_reference
 
-from jaxvaco import primitives
-from jaxvaco.algos import impala, make_algorithm, ppo_kl, spo, vaco
-from jaxvaco.algos.common import Batch, normalize_advantages, total_loss
-from jaxvaco.config import PPOConfig, PPOKLConfig, TrainConfig, VacoConfig, VtraceConfig
-from jaxvaco.envs.base import EnvSpec
-from jaxvaco.grid import hyperparams_from_config
-from jaxvaco.networks import make_network
-from jaxvaco.train import mean_tv
+from jaxvaco.core import primitives
+from jaxvaco.core.algos import impala, make_algorithm, ppo_kl, spo, vaco
+from jaxvaco.core.algos.common import Batch, normalize_advantages, total_loss
+from jaxvaco.core.config import PPOConfig, PPOKLConfig, TrainConfig, VacoConfig, VtraceConfig
+from jaxvaco.core.envs.base import EnvSpec
+from jaxvaco.core.networks import make_network
+from jaxvaco.core.train import mean_tv
+from jaxvaco.host.grid import hyperparams_from_config
 
 T, N = 8, 8  # 64 samples
 EPS = 0.2

@@ -8,8 +8,8 @@ import pytest
 
 from experiments import moonshot
 from experiments.tune import sample_configs
-from jaxvaco.analysis import stats
-from jaxvaco.sweep import cell_setup, cells
+from jaxvaco.lab import stats
+from jaxvaco.lab.sweep import cell_setup, cells
 
 ENVS = ("Asterix-MinAtar", "hopper")
 

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxvaco.normalize import (
+from jaxvaco.core.normalize import (
     RunningMeanStd,
     init_running_stats,
     normalize_obs,

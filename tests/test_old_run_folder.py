@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxvaco.config import from_dict, with_overrides
-from jaxvaco.run_dir import RunControl
-from jaxvaco.runner import run
+from jaxvaco.core.config import from_dict, with_overrides
+from jaxvaco.host.run_dir import RunControl
+from jaxvaco.host.runner import run
 
 OLD = Path(__file__).parent / "data" / "main_run" / "vaco_grid"
 COMPARED = ("loss/policy", "loss/value", "loss/entropy", "grad_norm", "vaco/filtered_fraction",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from jaxvaco.cli import main
-from jaxvaco.config import TrainConfig, to_dict
+from jaxvaco.core.config import TrainConfig, to_dict
 
 FIGURES = ("learning_curves", "return_vs_lag", "retention_vs_lag", "aggregate_intervals",
            "tv_vs_lag")
@@ -56,7 +56,7 @@ def test_plot_sweep_table(tmp_path, capsys):
 def test_plot_experiment_csv_with_variants(tmp_path, monkeypatch):
     """A committed experiment table given as a file: figures beside it, one line per variant
     (two variants of one algorithm stay apart)."""
-    from jaxvaco.analysis import plots
+    from jaxvaco.lab import plots
 
     drawn = []
     original = plots.plot_learning_curves

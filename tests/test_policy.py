@@ -21,14 +21,14 @@ import pytest
 
 import jaxvaco
 from jaxvaco.cli import main
-from jaxvaco.config import ConfigError, TrainConfig
-from jaxvaco.envs import env_spec
-from jaxvaco.networks import greedy_action, make_network
-from jaxvaco.normalize import RunningMeanStd, normalize_obs
-from jaxvaco.policy import Policy, load_policy
-from jaxvaco.policy_eval import evaluate_runs
-from jaxvaco.policy_export import export_policy
-from jaxvaco.policy_source import Source, open_source, parse_run, select_run
+from jaxvaco.core.config import ConfigError, TrainConfig
+from jaxvaco.core.envs import env_spec
+from jaxvaco.core.networks import greedy_action, make_network
+from jaxvaco.core.normalize import RunningMeanStd, normalize_obs
+from jaxvaco.host.policy import Policy, load_policy
+from jaxvaco.host.policy_eval import evaluate_runs
+from jaxvaco.host.policy_export import export_policy
+from jaxvaco.host.policy_source import Source, open_source, parse_run, select_run
 from tests.processes import CRASHES, Outcome, process
 
 TINY = ["--num-envs", "8", "--num-steps", "16", "--total-timesteps", "512",
@@ -291,7 +291,7 @@ def test_refused_video_format(run_copy):
 
 
 def test_refused_mp4_without_an_encoder(run_copy, tmp_path):
-    from jaxvaco.video import ffmpeg_executable
+    from jaxvaco.host.video import ffmpeg_executable
 
     if ffmpeg_executable() is not None:
         pytest.skip("an ffmpeg is installed here: .mp4 can be written")
@@ -325,7 +325,7 @@ FRAMES = [np.full((24, 31, 3), 40 * i, np.uint8) for i in range(5)]
 def test_write_video_gif(tmp_path):
     from PIL import Image
 
-    from jaxvaco.video import write_video
+    from jaxvaco.host.video import write_video
 
     with Image.open(write_video(FRAMES, tmp_path / "v.gif", 20.0)) as gif:
         assert gif.n_frames == 5 and gif.size == (31, 24) and gif.info["duration"] == 50
@@ -333,7 +333,7 @@ def test_write_video_gif(tmp_path):
 
 
 def test_write_video_mp4(tmp_path):
-    from jaxvaco.video import ffmpeg_executable, write_video
+    from jaxvaco.host.video import ffmpeg_executable, write_video
 
     if ffmpeg_executable() is None:
         pytest.skip("no ffmpeg here for .mp4 (pip install imageio-ffmpeg)")
@@ -343,7 +343,7 @@ def test_write_video_mp4(tmp_path):
 
 
 def test_env_without_renderer_is_refused():
-    from jaxvaco.video import check_renderable
+    from jaxvaco.host.video import check_renderable
 
     with pytest.raises(ConfigError, match="DeepSea-bsuite has no renderer"):
         check_renderable("DeepSea-bsuite")
@@ -372,7 +372,7 @@ def test_envs_lists_families_and_shapes_and_version():
 
 
 def test_brax_shapes_table_matches_brax_spec():
-    from jaxvaco.envs.brax_env import BRAX_SHAPES, brax_spec
+    from jaxvaco.core.envs.brax_env import BRAX_SHAPES, brax_spec
 
     spec = brax_spec("inverted_pendulum")
     assert BRAX_SHAPES["inverted_pendulum"] == (spec.obs_shape[0], spec.num_actions)
@@ -380,7 +380,12 @@ def test_brax_shapes_table_matches_brax_spec():
 
 @pytest.mark.slow
 def test_brax_shapes_table_matches_every_brax_env():
-    from jaxvaco.envs.brax_env import BRAX_ENV_NAMES, BRAX_ONLY_BACKENDS, BRAX_SHAPES, brax_spec
+    from jaxvaco.core.envs.brax_env import (
+        BRAX_ENV_NAMES,
+        BRAX_ONLY_BACKENDS,
+        BRAX_SHAPES,
+        brax_spec,
+    )
 
     assert set(BRAX_SHAPES) == set(BRAX_ENV_NAMES)
     for name in BRAX_ENV_NAMES:
@@ -393,7 +398,7 @@ def test_brax_shapes_table_matches_every_brax_env():
 
 def headless_gl_problem() -> str | None:
     """Why MuJoCo cannot render headless here (None when it can), asked in a process."""
-    probe = subprocess.run([sys.executable, "-c", "from jaxvaco.video import headless_gl; "
+    probe = subprocess.run([sys.executable, "-c", "from jaxvaco.host.video import headless_gl; "
                             "headless_gl()"], capture_output=True, text=True, timeout=120)
     return None if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["?"])[-1]
 

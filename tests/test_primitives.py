@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from references import close, f32
 
-from jaxvaco import primitives
-from jaxvaco.algos import algorithms, make_algorithm
-from jaxvaco.algos.common import Batch
-from jaxvaco.config import TrainConfig
-from jaxvaco.grid import hyperparams_from_config
+from jaxvaco.core import primitives
+from jaxvaco.core.algos import algorithms, make_algorithm
+from jaxvaco.core.algos.common import Batch
+from jaxvaco.core.config import TrainConfig
+from jaxvaco.host.grid import hyperparams_from_config
 from jaxvaco.llm import losses
 
 T, N = 6, 4

@@ -1,4 +1,4 @@
-"""The one results schema (`jaxvaco.results`, docs/results_schema.md): rows of a run, the
+"""The one results schema (`jaxvaco.lab.results`, docs/results_schema.md): rows of a run, the
 writer and the reader, and the committed CSVs written before the schema."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jaxvaco.config import ConfigError
-from jaxvaco.results import (
+from jaxvaco.core.config import ConfigError
+from jaxvaco.lab.results import (
     LEGACY_FRACTION,
     done_keys,
     fraction_columns,
@@ -134,9 +134,9 @@ def test_a_run_result_labels_its_runs_and_a_run_folder_is_read_from_a_str(tmp_pa
     """`RunResult.table()`: one row per run, its labels from the grid and seeds, its final
     training return the last chunk's mean episode return in the metrics rows (computed here
     from `result.rows`), its greedy return the last evaluation."""
-    from jaxvaco.config import EvalConfig, LagConfig, TrainConfig
-    from jaxvaco.results import tidy_rows
-    from jaxvaco.runner import run
+    from jaxvaco.core.config import EvalConfig, LagConfig, TrainConfig
+    from jaxvaco.host.runner import run
+    from jaxvaco.lab.results import tidy_rows
 
     config = TrainConfig(num_envs=8, num_steps=16, total_timesteps=512, num_minibatches=2,
                          update_epochs=1, hidden_sizes=(8, 8), num_seeds=2, seed=5,

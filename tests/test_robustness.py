@@ -1,4 +1,4 @@
-"""Tests for jaxvaco.analysis.robustness: retention and difference in differences against
+"""Tests for jaxvaco.lab.robustness: retention and difference in differences against
 direct NumPy loops, CIs against an independent bootstrap written here, pairing, errors."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jaxvaco.analysis import robustness
-from jaxvaco.analysis.stats import REFERENCE_SCORES
+from jaxvaco.lab import robustness
+from jaxvaco.lab.stats import REFERENCE_SCORES
 
 CART, FOO = "CartPole-v1", "Foo-v0"  # one normalised env, one raw-return env (negative)
 SEEDS = list(range(6))

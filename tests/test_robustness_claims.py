@@ -9,7 +9,7 @@ import pytest
 from experiments import ablation, fair_study
 from experiments.claims import blocks
 from experiments.claims.rules import parse_ci
-from jaxvaco.analysis.stats import normalize_score
+from jaxvaco.lab.stats import normalize_score
 
 ENVS = ("CartPole-v1", "Acrobot-v1")
 VARIANTS = ("vaco", "ppo", "ppo_kl (learner critic)")

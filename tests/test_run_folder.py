@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from jaxvaco.config import EvalConfig, TrainConfig
-from jaxvaco.errors import ConfigError, RunFileError
-from jaxvaco.run_dir import RunControl
-from jaxvaco.run_folder import (
+from jaxvaco.core.config import EvalConfig, TrainConfig
+from jaxvaco.core.errors import ConfigError, RunFileError
+from jaxvaco.host.run_dir import RunControl
+from jaxvaco.host.run_folder import (
     LAG_SCHEDULE_COLUMNS,
     ExportFolder,
     JsonlWriter,
@@ -45,7 +45,7 @@ def known_paths(folder: RunFolder) -> set[Path]:
 def test_every_file_of_a_run_is_known(tmp_path, monkeypatch):
     pytest.importorskip("tensorboardX")
     pytest.importorskip("wandb")
-    from jaxvaco.runner import run
+    from jaxvaco.host.runner import run
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")

@@ -2,8 +2,8 @@
 estimate stage applied exactly once (issue 11), against plain NumPy.
 
 Expected values come from `tests/references.py` (GAE and V-trace written out per step)
-and from the formulas in the docstrings of `jaxvaco.algos.common.Algorithm` and
-`jaxvaco.algos.ppo`, on random seeded inputs.
+and from the formulas in the docstrings of `jaxvaco.core.algos.common.Algorithm` and
+`jaxvaco.core.algos.ppo`, on random seeded inputs.
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ import numpy as np
 import pytest
 from references import close, f32, gae_reference, vtrace_reference
 
-from jaxvaco import lag
-from jaxvaco.algos import make_algorithm
-from jaxvaco.algos.common import total_loss
-from jaxvaco.config import LagConfig, PPOConfig, TrainConfig, VacoConfig
-from jaxvaco.envs import make_env
-from jaxvaco.grid import hyperparams_from_config
-from jaxvaco.learner import LearnerView, estimate, learner_view
-from jaxvaco.networks import make_network
-from jaxvaco.rollout import Rollout, collect, lag_model, select_behaviour
-from jaxvaco.train import init_state
-from jaxvaco.train_state import Setup
+from jaxvaco.core import lag
+from jaxvaco.core.algos import make_algorithm
+from jaxvaco.core.algos.common import total_loss
+from jaxvaco.core.config import LagConfig, PPOConfig, TrainConfig, VacoConfig
+from jaxvaco.core.envs import make_env
+from jaxvaco.core.learner import LearnerView, estimate, learner_view
+from jaxvaco.core.networks import make_network
+from jaxvaco.core.rollout import Rollout, collect, lag_model, select_behaviour
+from jaxvaco.core.train import init_state
+from jaxvaco.core.train_state import Setup
+from jaxvaco.host.grid import hyperparams_from_config
 
 T, N, OBS = 12, 6, 4
 RHO_BAR = 1.2
@@ -262,7 +262,7 @@ def test_learner_view_recomputes_only_what_the_algorithm_reads():
 def test_shuffled_minibatches_keep_units_whole_and_cover_them_once(axis, minibatches):
     """Against NumPy: minibatch m holds units perm[m·U/M : (m+1)·U/M] along `axis`, for
     every leaf with the same permutation."""
-    from jaxvaco.primitives import shuffled_minibatches
+    from jaxvaco.core.primitives import shuffled_minibatches
 
     rng = np.random.default_rng(axis)
     shape = (3, 8, 2) if axis == 1 else (8, 5)

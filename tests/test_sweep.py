@@ -1,4 +1,4 @@
-"""Sweeps (`jaxvaco.sweep`): restart after a kill, the tidy table; hyperparameter vmap."""
+"""Sweeps (`jaxvaco.lab.sweep`): restart after a kill, the tidy table; hyperparameter vmap."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import jax
 import numpy as np
 import pytest
 
-from jaxvaco import runner
-from jaxvaco.config import ConfigError, EvalConfig, TrainConfig, to_dict
-from jaxvaco.results import load_results
-from jaxvaco.run_dir import RunControl
-from jaxvaco.sweep import SweepConfig, cell_config, cells, load_sweep_file, run_sweep
+from jaxvaco.core.config import ConfigError, EvalConfig, TrainConfig, to_dict
+from jaxvaco.host import runner
+from jaxvaco.host.run_dir import RunControl
+from jaxvaco.lab.results import load_results
+from jaxvaco.lab.sweep import SweepConfig, cell_config, cells, load_sweep_file, run_sweep
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -129,7 +129,7 @@ def test_killed_sweep_restarts_without_redoing_finished_cells(tmp_path):
 
 def test_cell_summary_means_each_k_apart(capsys):
     """The table each cell prints: one mean row per K (over that K's seeds), none over K."""
-    from jaxvaco.progress import print_summary
+    from jaxvaco.host.progress import print_summary
 
     runs = [{"seed": s, "lag_delay": k} for k in (0, 8) for s in (0, 1)]
     summary = {"train_return": np.array([10.0, 30.0, 100.0, 300.0]),
@@ -145,7 +145,7 @@ def test_cell_summary_means_each_k_apart(capsys):
 def test_cell_summary_keeps_a_long_results_path_on_one_line(capsys, monkeypatch):
     """The results path stays whole however narrow the terminal (rich would otherwise wrap
     it mid-path, and a copied path would break)."""
-    from jaxvaco.progress import print_summary
+    from jaxvaco.host.progress import print_summary
 
     monkeypatch.setenv("COLUMNS", "60")
     run_dir = Path("/tmp/pytest-of-someone/pytest-123/a-long-test-name0/results/run")
@@ -185,9 +185,9 @@ def test_vmapped_hyperparameter_equals_the_run_alone(tmp_path):
 
 def test_sweep_refuses_changed_finished_cell(tmp_path):
     """A finished cell run with other settings is not mixed into the table."""
-    from jaxvaco.run_dir import config_changes
-    from jaxvaco.run_folder import write_json
-    from jaxvaco.sweep import cell_setup, run_sweep
+    from jaxvaco.host.run_dir import config_changes
+    from jaxvaco.host.run_folder import write_json
+    from jaxvaco.lab.sweep import cell_setup, run_sweep
 
     spec = SweepConfig(name="s", results_dir=str(tmp_path), base=TrainConfig(num_envs=8))
     (cell,) = cells(spec)
@@ -353,7 +353,7 @@ def test_a_sweep_of_unlike_variants_says_so(variants, algos, needles):
     """algos = ["ppo", "vaco"] with nothing else compares like with like (both on the
     learner's critic, each with its tuned values); a variant on the recorded critic, or one
     off its tuned values, is named in one warning line."""
-    from jaxvaco.sweep import unlike_comparisons
+    from jaxvaco.lab.sweep import unlike_comparisons
 
     spec = SweepConfig(envs=("CartPole-v1",), algos=tuple(algos), variants=variants,
                        base=TrainConfig(total_timesteps=20_480))

@@ -1,4 +1,4 @@
-"""The jitted training loop (`jaxvaco.train`) and the host loop (`jaxvaco.runner`).
+"""The jitted training loop (`jaxvaco.core.train`) and the host loop (`jaxvaco.host.runner`).
 
 Compilation dominates the cost of these tests (about 4 s per trainer on CPU), so compiled
 trainers are cached per config (`jitted`) and shared between tests, and every config is
@@ -19,11 +19,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxvaco import lag, runner
-from jaxvaco.config import ALGOS, ConfigError, EvalConfig, LagConfig, TrainConfig, from_dict
-from jaxvaco.grid import expand_runs, hyperparams_from_config
-from jaxvaco.results import FRACTIONS
-from jaxvaco.train import make_train
+from jaxvaco.core import lag
+from jaxvaco.core.algos import algorithms
+from jaxvaco.core.config import ConfigError, EvalConfig, LagConfig, TrainConfig, from_dict
+from jaxvaco.core.train import make_train
+from jaxvaco.host import runner
+from jaxvaco.host.grid import expand_runs, hyperparams_from_config
+from jaxvaco.lab.results import FRACTIONS
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -188,7 +190,7 @@ def slow_unless(value, fast):
     return pytest.param(*values, marks=pytest.mark.slow)
 
 
-@pytest.mark.parametrize("algo", [slow_unless(a, ("ppo", "vaco")) for a in ALGOS])
+@pytest.mark.parametrize("algo", [slow_unless(a, ("ppo", "vaco")) for a in algorithms()])
 def test_k0_is_synchronous(algo):
     ref = jitted(tiny(algo=algo))
     state = ref.start(0)
@@ -306,7 +308,7 @@ def test_history_size_independent_of_batch():
 # ------------------------------------------------------------- every algorithm, K = 2
 
 
-GRID = [(algo, env) for env in ("CartPole-v1", "Pendulum-v1") for algo in ALGOS]
+GRID = [(algo, env) for env in ("CartPole-v1", "Pendulum-v1") for algo in algorithms()]
 FAST_GRID = (("ppo", "CartPole-v1"), ("vaco", "Pendulum-v1"))
 
 

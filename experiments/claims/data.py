@@ -23,7 +23,7 @@ from experiments import (
 )
 from experiments.claims.record import RESULTS, Context
 from experiments.markdown import table_rows
-from jaxvaco.results import read_results, read_rows
+from jaxvaco.lab.results import read_results, read_rows
 
 ABLATION_OBJECTIVES = ("clip β", "clip π_T (decoupled)", "TV batch β", "TV batch π_T",
                        "TV sample β", "none (IS gradient)")

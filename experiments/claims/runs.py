@@ -15,7 +15,7 @@ import numpy as np
 from experiments.claims.data import llm_lag_tables, measure_sync_sweep
 from experiments.claims.record import REPO, Context
 from experiments.claims.rules import STARTUP_RATIOS
-from jaxvaco.analysis import stats
+from jaxvaco.lab import stats
 
 
 def run_command(args: list[str], ctx: Context, log: str) -> float:
@@ -71,7 +71,7 @@ FAST_LEARNING_FLAGS = ["--num-seeds", "8", "--total-timesteps", "100000"]
 def measure_fast_learning(ctx: Context) -> dict:
     """Small enough for CI: in-process, no subprocess start-up."""
     from jaxvaco import TrainConfig
-    from jaxvaco.runner import RunControl, run
+    from jaxvaco.host.runner import RunControl, run
 
     config = TrainConfig(num_seeds=8, total_timesteps=100_000, progress=False,
                          results_dir=str(ctx.tmp / "runs"), run_name="fast_learning")

@@ -1,5 +1,5 @@
 """Typed, validated configuration of the LLM trainer (`jaxvaco.llm.run`), beside the RL
-trainer's `TrainConfig` (re-exported as `jaxvaco.config.LLMConfig` and `jaxvaco.LLMConfig`).
+trainer's `TrainConfig` (re-exported as `jaxvaco.core.config.LLMConfig` and `jaxvaco.LLMConfig`).
 
 Choices are `Literal`s; `LLMConfig.__post_init__` refuses a bad value with a `ConfigError`
 that names the option and says what to change. The defaults are the setting of the lag
@@ -14,7 +14,7 @@ import dataclasses
 import typing
 from typing import Literal
 
-from jaxvaco.errors import ConfigError
+from jaxvaco.core.errors import ConfigError
 
 Anchor = Literal["behaviour", "learner"]
 

@@ -14,9 +14,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxvaco.core.primitives import masked_mean
 from jaxvaco.llm.model import Transformer, sample
 from jaxvaco.llm.task import LEVELS, Problems, reward
-from jaxvaco.primitives import masked_mean
 
 
 def accuracy(model: Transformer, params: Any, problems: Problems) -> jax.Array:

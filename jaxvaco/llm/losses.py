@@ -19,7 +19,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.primitives import (
+from jaxvaco.core.primitives import (
     AnchorTerms,
     anchor_terms,
     clipped_surrogate,

@@ -1,5 +1,5 @@
 """`jaxvaco.llm.run`: train an `LLMConfig`'s runs (lag.delays × seeds) in a run folder,
-through the same host loop as RL runs (`jaxvaco.session.Session`: progress,
+through the same host loop as RL runs (`jaxvaco.host.session.Session`: progress,
 metrics.jsonl, checkpoints, resume, the non-finite guard).
 
 A run folder holds config.json ({"llm": the LLMConfig, "control": the host-loop options}),
@@ -20,17 +20,17 @@ import flax.serialization
 import jax
 import jax.numpy as jnp
 
-from jaxvaco.checkpoint import Checkpointer
-from jaxvaco.config import from_table
-from jaxvaco.errors import ConfigError, RunFileError
+from jaxvaco.core.config import from_table
+from jaxvaco.core.errors import ConfigError, RunFileError
+from jaxvaco.host.checkpoint import Checkpointer
+from jaxvaco.host.run_dir import RunAlreadyComplete, RunControl
+from jaxvaco.host.run_folder import RunFolder, read_rows
+from jaxvaco.host.session import Schedule, Session
+from jaxvaco.lab.results import DROPPED
 from jaxvaco.llm import task
 from jaxvaco.llm.config import LLMConfig
 from jaxvaco.llm.model import Transformer
 from jaxvaco.llm.train import make_llm_train, model_config, run_labels, warm_start
-from jaxvaco.results import DROPPED
-from jaxvaco.run_dir import RunAlreadyComplete, RunControl
-from jaxvaco.run_folder import RunFolder, read_rows
-from jaxvaco.session import Schedule, Session
 
 TASK = "arithmetic"
 """The `env` of the LLM trainer's results rows."""
@@ -159,7 +159,7 @@ def run(config: LLMConfig | None = None, control: RunControl | None = None,
     it was started with). `warm_start_cache`: the folder that keeps warm starts (default
     the run folder), so that runs sharing one compute it once. Returns early, with
     `stop_signal` set and a checkpoint saved, on SIGINT or SIGTERM; raises
-    `jaxvaco.guard.NonFiniteError` when a run's loss, gradient or parameters stop being
+    `jaxvaco.core.guard.NonFiniteError` when a run's loss, gradient or parameters stop being
     finite (after saving the last good state).
     """
     from jaxvaco.llm.progress import LLMProgress

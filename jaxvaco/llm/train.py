@@ -36,13 +36,13 @@ import numpy as np
 import optax
 from flax import struct
 
-from jaxvaco import lag
-from jaxvaco.guard import all_finite
+from jaxvaco.core import lag
+from jaxvaco.core.guard import all_finite
+from jaxvaco.core.primitives import masked_mean, shuffled_minibatches
 from jaxvaco.llm import evaluation, losses
 from jaxvaco.llm.config import FRACTIONS, LLMConfig
 from jaxvaco.llm.model import Completions, ModelConfig, Transformer, sample, token_logp
 from jaxvaco.llm.task import PAD, SEQ_LEN, VOCAB, Problems, reward
-from jaxvaco.primitives import masked_mean, shuffled_minibatches
 
 
 def completion_mask(sequences: jax.Array, prompt_len: jax.Array) -> jax.Array:
@@ -251,7 +251,7 @@ def run_keys(config: LLMConfig) -> jax.Array:
 
 @dataclasses.dataclass
 class LLMTrainer:
-    """The LLM trainer as the host loop drives it (`jaxvaco.session.LoopTrainer`): the R
+    """The LLM trainer as the host loop drives it (`jaxvaco.host.session.LoopTrainer`): the R
     runs of a config (K-major over lag.delays × seeds), from the warm start `ref_params`
     (also the KL reference) on the prompts of `pool`, evaluated on `test`. Each K's seeds
     are one call of one program vmapped over the seeds [ours: as the recorded comparison

@@ -14,14 +14,14 @@ import dataclasses
 
 import jax.numpy as jnp
 
-from jaxvaco.algos.common import (
+from jaxvaco.core.algos.common import (
     TRUNCATIONS,
     EstimateConfig,
     check_policy_inputs,
     from_options,
     truncation_problems,
 )
-from jaxvaco.algos.spec import AlgorithmSpec
+from jaxvaco.core.algos.spec import AlgorithmSpec
 
 
 @dataclasses.dataclass(frozen=True)
