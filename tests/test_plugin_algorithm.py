@@ -156,3 +156,17 @@ def test_a_plugin_that_fails_to_load_costs_one_warning(tmp_path):
                          capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0
     assert "plugin broken = no_such_module:SPEC was not loaded" in out.stderr
+
+
+def test_a_built_in_algorithm_is_one_file_of_the_algos_package():
+    """The registry finds every module of jaxvaco/core/algos that declares a SPEC: adding a
+    built-in algorithm is adding that file, no list to edit."""
+    from jaxvaco.core.algos import algorithms
+    from jaxvaco.core.algos.registry import built_in
+
+    package = Path(built_in.__code__.co_filename).parent
+    declaring = {path.stem for path in package.glob("*.py")
+                 if "\nSPEC = AlgorithmSpec(" in path.read_text()}
+    assert {spec.name for spec in built_in()} == declaring == {"ppo", "ppo_kl", "spo",
+                                                               "impala", "vaco"}
+    assert declaring <= set(algorithms())

@@ -1,4 +1,5 @@
-"""The algorithms jaxvaco knows: the built-in ones, those other packages declare under the
+"""The algorithms jaxvaco knows: the built-in ones (every module of this package that
+declares a `SPEC`: a new one is one new file), those other packages declare under the
 entry-point group `jaxvaco.algorithms`, and those registered by a call
 (`jaxvaco.register_algorithm`, which also rebuilds `TrainConfig`'s option groups).
 
@@ -10,13 +11,14 @@ An entry point names an `AlgorithmSpec`, e.g. in a plugin's pyproject.toml:
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import sys
 from importlib.metadata import entry_points
+from pathlib import Path
 
-from jaxvaco.core.algos import impala, ppo, ppo_kl, spo, vaco
 from jaxvaco.core.algos.spec import AlgorithmSpec
 
-BUILT_IN = (ppo.SPEC, ppo_kl.SPEC, spo.SPEC, impala.SPEC, vaco.SPEC)
 ENTRY_POINT_GROUP = "jaxvaco.algorithms"
 RESERVED = ("lag", "eval", "distributed", "asynchronous")
 """Option groups of `TrainConfig` that an algorithm's name may not shadow."""
@@ -35,6 +37,14 @@ def add(spec: AlgorithmSpec) -> None:
     if known is not None or spec.name in RESERVED:
         raise ValueError(f"an algorithm or option group named {spec.name!r} exists already")
     _SPECS[spec.name] = spec
+
+
+def built_in() -> list[AlgorithmSpec]:
+    """The `SPEC` of every module of this package that declares one, by module name."""
+    modules = [importlib.import_module(f"{__package__}.{info.name}")
+               for info in pkgutil.iter_modules([str(Path(__file__).parent)])]
+    return [module.SPEC for module in modules if isinstance(getattr(module, "SPEC", None),
+                                                            AlgorithmSpec)]
 
 
 def load_entry_points() -> None:
@@ -65,6 +75,6 @@ def spec_of(name: str) -> AlgorithmSpec | None:
     return _SPECS.get(name)
 
 
-for _spec in BUILT_IN:
+for _spec in built_in():
     add(_spec)
 load_entry_points()
