@@ -53,5 +53,4 @@ SPEC = AlgorithmSpec(
     tuned={"learning_rate": 2.5e-3, "ent_coef": 0.01, "update_epochs": 4,
            "num_minibatches": 4},
     provenance="untuned: a test algorithm", traced=(*TRUNCATIONS, "scale"),
-    fraction="ppo_tanh/saturated_fraction", check=problems,
-    summary="PPO with a tanh trust region (a test plugin)")
+    fraction="ppo_tanh/saturated_fraction", check=problems)

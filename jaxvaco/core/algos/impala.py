@@ -67,5 +67,4 @@ SPEC = AlgorithmSpec(
     name="impala", options=VtraceConfig, build=build, traced=TRUNCATIONS,
     tuned={"learning_rate": 1.28e-4, "ent_coef": 0.00241, "update_epochs": 2,
            "num_minibatches": 4},
-    provenance=EQUAL_BUDGET_SEARCH, check=truncation_problems,
-    summary="IMPALA: V-trace recomputed with π_θ and V_θ at every minibatch")
+    provenance=EQUAL_BUDGET_SEARCH, check=truncation_problems)

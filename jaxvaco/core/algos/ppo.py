@@ -61,5 +61,4 @@ SPEC = AlgorithmSpec(
     tuned={"learning_rate": 2.95e-3, "ent_coef": 0.0252, "update_epochs": 8,
            "num_minibatches": 4, "clip_coef": 0.166},
     provenance=EQUAL_BUDGET_SEARCH + " Tuned with the learner's critic.",
-    fraction="ppo/clipped_fraction", check=truncation_problems,
-    summary="PPO-clip: the clipped surrogate on β (or on π_T: decoupled PPO)")
+    fraction="ppo/clipped_fraction", check=truncation_problems)

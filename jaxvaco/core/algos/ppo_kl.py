@@ -99,5 +99,4 @@ SPEC = AlgorithmSpec(
            "num_minibatches": 8},
     tuned_options=("target_kl",),
     provenance=EQUAL_BUDGET_SEARCH + " Tuned with the recorded critic, run with the learner's.",
-    check=lambda options, flag: truncation_problems(options, flag) + kl_problems(options, flag),
-    summary="PPO-KL: the importance-weighted surrogate with an adaptive KL(β‖π_θ) penalty")
+    check=lambda options, flag: truncation_problems(options, flag) + kl_problems(options, flag))

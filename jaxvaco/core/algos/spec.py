@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from jaxvaco.core.algos.common import Algorithm
+from jaxvaco.core.hparams import SHARED
 
 SHARED_TUNED = ("learning_rate", "ent_coef", "update_epochs", "num_minibatches", "clip_coef")
 """The shared `TrainConfig` options whose default (None) is the running algorithm's tuned
@@ -57,8 +58,6 @@ class AlgorithmSpec:
     """Name of the metric: the share of samples the objective clips, filters or penalises."""
     check: Callable[[Any, Callable[[str], str]], list[str]] = no_problems
     """(options, flag) -> one message per problem, naming the option by `flag(field)`."""
-    summary: str = ""
-    """One line for `--help` and the docs."""
 
     def __post_init__(self):
         if not self.name.isidentifier():
@@ -69,9 +68,11 @@ class AlgorithmSpec:
         missing = [n for n in SHARED_TUNED[:-1] if n not in self.tuned]
         unknown = [n for n in self.tuned if n not in SHARED_TUNED]
         untraceable = [n for n in (*self.traced, *self.tuned_options) if n not in fields]
-        if missing or unknown or untraceable:
+        shadowing = [n for n in self.traced if n in (*SHARED, "lag_delay")]
+        if missing or unknown or untraceable or shadowing:
             raise ValueError(f"{self.name}: tuned lacks {missing}, has unknown {unknown}; "
-                             f"traced or tuned_options name non-fields {untraceable}")
+                             f"traced or tuned_options name non-fields {untraceable}; traced "
+                             f"names shared hyperparameters {shadowing}")
 
     @property
     def uses_clip(self) -> bool:

@@ -63,5 +63,4 @@ SPEC = AlgorithmSpec(
     tuned={"learning_rate": 2.89e-3, "ent_coef": 0.0113, "update_epochs": 8,
            "num_minibatches": 8, "clip_coef": 0.168},
     provenance=EQUAL_BUDGET_SEARCH + " Tuned with the recorded critic, run with the learner's.",
-    fraction="spo/outside_fraction", check=truncation_problems,
-    summary="SPO: a quadratic penalty on the ratio outside the ε band instead of the clip")
+    fraction="spo/outside_fraction", check=truncation_problems)

@@ -139,6 +139,4 @@ SPEC = AlgorithmSpec(
     tuned={"learning_rate": 2.28e-3, "ent_coef": 0.00273, "update_epochs": 8,
            "num_minibatches": 4},
     tuned_options=("delta",), provenance=EQUAL_BUDGET_SEARCH + " δ too; the paper's δ is 0.2.",
-    fraction="vaco/filtered_fraction", check=vaco_problems,
-    summary="VACO: align the critic with the learner, filter samples that would raise TV "
-            "past δ")
+    fraction="vaco/filtered_fraction", check=vaco_problems)
