@@ -35,3 +35,5 @@ class Hyperparams:
 SHARED = ("learning_rate", "gamma", "gae_lambda", "clip_coef", "ent_coef", "vf_coef",
           "max_grad_norm", "reward_scale")
 """The float leaves every algorithm has: `TrainConfig` fields of the same name."""
+LAG = "lag_delay"
+"""The leaf of the lag K (int32), and its name in a grid."""

@@ -18,12 +18,9 @@ import jax.numpy as jnp
 
 from jaxvaco.core.algos.registry import spec_of
 from jaxvaco.core.config import ConfigError, TrainConfig, option_path, with_tuned_defaults
-from jaxvaco.core.hparams import SHARED, Hyperparams
+from jaxvaco.core.hparams import LAG, SHARED, Hyperparams
 from jaxvaco.core.validation import validate
 from jaxvaco.host.run_dir import Grid
-
-LAG = "lag_delay"
-"""The grid name of the lag K (an integer up to lag.max_delay, checked on its own)."""
 
 
 def sweepable(algo: str) -> tuple[str, ...]:

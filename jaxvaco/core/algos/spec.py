@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from jaxvaco.core.algos.common import Algorithm
-from jaxvaco.core.hparams import SHARED
+from jaxvaco.core.hparams import LAG, SHARED
 
 SHARED_TUNED = ("learning_rate", "ent_coef", "update_epochs", "num_minibatches", "clip_coef")
 """The shared `TrainConfig` options whose default (None) is the running algorithm's tuned
@@ -68,7 +68,7 @@ class AlgorithmSpec:
         missing = [n for n in SHARED_TUNED[:-1] if n not in self.tuned]
         unknown = [n for n in self.tuned if n not in SHARED_TUNED]
         untraceable = [n for n in (*self.traced, *self.tuned_options) if n not in fields]
-        shadowing = [n for n in self.traced if n in (*SHARED, "lag_delay")]
+        shadowing = [n for n in self.traced if n in (*SHARED, LAG)]
         if missing or unknown or untraceable or shadowing:
             raise ValueError(f"{self.name}: tuned lacks {missing}, has unknown {unknown}; "
                              f"traced or tuned_options name non-fields {untraceable}; traced "
